@@ -1,0 +1,403 @@
+//! The differential test: hundreds of seeded random inputs, each compared call by
+//! call with the reference. On a mismatch it shrinks the input greedily and reports
+//! the smallest failing input it found.
+
+use super::case::{Call, DifferentialSpec};
+use super::check::{compare, run_learner, run_reference, Mismatch};
+use super::model::{Policy, SendResult, Task, TaskKind, DONE_TTL_S};
+use super::suite::{failure_message, Outcome};
+use super::world::World;
+use super::Solution;
+use crate::report::{TestStatus, TraceStep};
+use crate::rng::SeededRng;
+use crate::value::{float_repr, LearnerError};
+
+/// At most this many candidate inputs are tried while shrinking.
+const SHRINK_BUDGET: usize = 400;
+
+struct Failure {
+    mismatch: Mismatch,
+    message: String,
+    trace: Vec<TraceStep>,
+}
+
+/// A random input for one of the learner's functions.
+trait Scenario: Clone + PartialEq {
+    fn describe(&self) -> String;
+    /// Simpler variants of this input; each moves one field toward a plain value.
+    fn simpler(&self) -> Vec<Self>;
+    /// The calls this input makes, at their clock times, and the world they run in.
+    fn calls(&self) -> (World, Vec<(f64, Call)>);
+
+    fn check(
+        &self,
+        solution: &mut dyn Solution,
+    ) -> Result<Option<Failure>, (LearnerError, String)> {
+        let (ref_world, _) = self.calls();
+        let (world, calls) = self.calls();
+        let mut trace = Vec::new();
+        for (t_s, call) in calls {
+            ref_world.advance_to(t_s);
+            world.advance_to(t_s);
+            let expected = run_reference(&ref_world, &call);
+            let actual = run_learner(solution, &world, &call);
+            let where_ = format!("At t={} s: {}", float_repr(t_s), call.text());
+            let events: Vec<_> = actual.events.iter().map(|e| e.to_trace()).collect();
+            let value = match actual.returned {
+                Ok(v) => v,
+                Err(e) => return Err((e, where_)),
+            };
+            trace.push(TraceStep {
+                t_s,
+                call: call.text(),
+                events,
+                returned: Some(value.to_string()),
+            });
+            if let Some(mismatch) = compare(&call, &expected, &actual.events, &value) {
+                let message = failure_message(&mismatch, &where_, &trace);
+                return Ok(Some(Failure {
+                    mismatch,
+                    message,
+                    trace,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+pub fn run(
+    solution: &mut dyn Solution,
+    run_seed: u64,
+    case_seed: u64,
+    spec: &DifferentialSpec,
+) -> Outcome {
+    let mut gen = SeededRng::new(run_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ case_seed);
+    let next: Vec<NextStepInput> = (0..spec.next_step)
+        .map(|_| NextStepInput::random(&mut gen))
+        .collect();
+    let deliver: Vec<DeliverInput> = (0..spec.deliver_once)
+        .map(|_| DeliverInput::random(&mut gen))
+        .collect();
+    if let Some(outcome) = first_failure(solution, "next_step", &next, run_seed) {
+        return outcome;
+    }
+    first_failure(solution, "deliver_once", &deliver, run_seed)
+        .unwrap_or_else(|| Outcome::pass(Vec::new()))
+}
+
+fn first_failure<S: Scenario>(
+    solution: &mut dyn Solution,
+    function: &str,
+    inputs: &[S],
+    run_seed: u64,
+) -> Option<Outcome> {
+    for (i, input) in inputs.iter().enumerate() {
+        let header = format!(
+            "{function} differs from the contract on random input {} of {} (run seed {run_seed}).",
+            i + 1,
+            inputs.len()
+        );
+        match input.check(solution) {
+            Ok(None) => {}
+            Ok(Some(failure)) => {
+                let (small, failure, steps) = shrink(solution, input.clone(), failure);
+                let message = format!(
+                    "{header}\nSmallest failing input found ({steps} simplifications):\n{}\n\n{}",
+                    small.describe(),
+                    failure.message
+                );
+                return Some(Outcome {
+                    status: TestStatus::Fail,
+                    mismatch: Some(failure.mismatch),
+                    message: Some(message),
+                    trace: failure.trace,
+                });
+            }
+            Err((err, where_)) => {
+                let context = format!("{header}\nInput:\n{}\n{where_}", input.describe());
+                return Some(Outcome::error(&err, context, Vec::new()));
+            }
+        }
+    }
+    None
+}
+
+fn shrink<S: Scenario>(
+    solution: &mut dyn Solution,
+    mut input: S,
+    mut failure: Failure,
+) -> (S, Failure, usize) {
+    let (mut tries, mut steps) = (0, 0);
+    'simplify: while tries < SHRINK_BUDGET {
+        for candidate in input.simpler() {
+            if candidate == input {
+                continue;
+            }
+            tries += 1;
+            if let Ok(Some(f)) = candidate.check(solution) {
+                (input, failure) = (candidate, f);
+                steps += 1;
+                continue 'simplify;
+            }
+            if tries >= SHRINK_BUDGET {
+                break;
+            }
+        }
+        break;
+    }
+    (input, failure, steps)
+}
+
+// ---- next_step --------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq)]
+struct NextStepInput {
+    seed: u64,
+    task: Task,
+    result: SendResult,
+    now_s: f64,
+    policy: Policy,
+}
+
+impl NextStepInput {
+    fn random(g: &mut SeededRng) -> Self {
+        let max_attempts = 1 + g.below(6) as u32;
+        let kind = *g.pick(&[TaskKind::Critical, TaskKind::Normal, TaskKind::Bulk]);
+        let result = if g.chance(0.15) {
+            let reasons: [&str; 3] = ["410 Unregistered", "400 InvalidToken", "404 NoSuchNumber"];
+            SendResult::permanent(g.pick::<&str>(&reasons))
+        } else {
+            let retry_after_s = g
+                .chance(0.4)
+                .then(|| *g.pick(&[0.0, 0.5, 1.0, 2.0, 5.0, 30.0, 120.0]));
+            let reasons: [&str; 4] = ["503", "429", "500 Internal", "504 Timeout"];
+            SendResult::transient(g.pick::<&str>(&reasons), retry_after_s)
+        };
+        let now_s = g.below(2000) as f64 / 2.0;
+        // A quarter of the inputs sit exactly on the expiry boundary when they can.
+        let ahead_s = match result.retry_after_s {
+            Some(r) if g.chance(0.25) => r,
+            _ => *g.pick(&[0.0, 1.0, 2.5, 10.0, 60.0, 600.0, 3600.0]),
+        };
+        NextStepInput {
+            seed: g.next_u64() % 1000,
+            task: Task {
+                key: format!("order-{}:shipped", 1000 + g.below(9000)),
+                kind,
+                attempt: g.below(u64::from(max_attempts) + 1) as u32,
+                expires_at_s: now_s + ahead_s,
+                fallback: g
+                    .pick(&[None, Some("sms"), Some("email")])
+                    .map(String::from),
+            },
+            result,
+            now_s,
+            policy: Policy {
+                claim_ttl_s: 30.0,
+                at_most_once: kind == TaskKind::Bulk,
+                min_delay_s: *g.pick(&[0.0, 0.5, 1.0, 5.0]),
+                base_delay_s: *g.pick(&[0.5, 1.0, 2.0, 3.0]),
+                max_attempts,
+            },
+        }
+    }
+}
+
+impl Scenario for NextStepInput {
+    fn describe(&self) -> String {
+        format!("  rng seed {}\n  {}", self.seed, self.calls().1[0].1.text())
+    }
+
+    fn simpler(&self) -> Vec<Self> {
+        let mut out = Vec::new();
+        let mut with = |f: &dyn Fn(&mut Self)| {
+            let mut c = self.clone();
+            f(&mut c);
+            out.push(c);
+        };
+        with(&|c| c.task.attempt = 0);
+        with(&|c| c.task.attempt = c.task.attempt.saturating_sub(1));
+        with(&|c| c.task.fallback = None);
+        with(&|c| c.task.kind = TaskKind::Normal);
+        with(&|c| c.task.key = "t".into());
+        with(&|c| c.result.permanent = false);
+        with(&|c| c.result.retry_after_s = None);
+        with(&|c| c.result.retry_after_s = c.result.retry_after_s.map(|_| 0.0));
+        with(&|c| c.result.reason = "503".into());
+        with(&|c| {
+            c.task.expires_at_s -= c.now_s;
+            c.now_s = 0.0;
+        });
+        with(&|c| c.task.expires_at_s = c.task.expires_at_s.floor());
+        with(&|c| c.task.expires_at_s = 3600.0);
+        with(&|c| c.policy.min_delay_s = 0.0);
+        with(&|c| c.policy.base_delay_s = 1.0);
+        with(&|c| c.policy.max_attempts = 5);
+        with(&|c| c.policy.at_most_once = false);
+        with(&|c| c.seed = 0);
+        out
+    }
+
+    fn calls(&self) -> (World, Vec<(f64, Call)>) {
+        let call = Call::NextStep {
+            task: self.task.clone(),
+            result: self.result.clone(),
+            now_s: self.now_s,
+            policy: self.policy.clone(),
+        };
+        (World::new(self.seed, Vec::new()), vec![(self.now_s, call)])
+    }
+}
+
+// ---- deliver_once -----------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq)]
+enum Preload {
+    Empty,
+    /// A done marker written this long ago.
+    Done {
+        age_s: f64,
+    },
+    /// Another worker's claim written this long ago (stale once age >= claim_ttl_s).
+    Claim {
+        age_s: f64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct DeliverInput {
+    seed: u64,
+    task: Task,
+    policy: Policy,
+    preload: Preload,
+    answers: Vec<SendResult>,
+    times_s: Vec<f64>,
+}
+
+impl DeliverInput {
+    fn random(g: &mut SeededRng) -> Self {
+        let claim_ttl_s = *g.pick(&[10.0, 30.0, 60.0]);
+        let preload = match g.below(4) {
+            0 | 1 => Preload::Empty,
+            2 => Preload::Done {
+                age_s: *g.pick(&[1.0, 3600.0, DONE_TTL_S - 1.0, DONE_TTL_S]),
+            },
+            _ => Preload::Claim {
+                age_s: *g.pick(&[0.0, 5.0, claim_ttl_s - 0.5, claim_ttl_s, claim_ttl_s + 1.0]),
+            },
+        };
+        let answer = |g: &mut SeededRng| match g.below(10) {
+            0..=4 => SendResult::ok(),
+            5..=7 => SendResult::transient("503", g.chance(0.3).then_some(2.0)),
+            _ => SendResult::permanent("410 Unregistered"),
+        };
+        let answers = (0..1 + g.below(3)).map(|_| answer(g)).collect();
+        let mut times_s = vec![0.0];
+        for _ in 0..g.below(3) {
+            let gap = *g.pick(&[
+                0.5,
+                5.0,
+                claim_ttl_s - 0.5,
+                claim_ttl_s,
+                claim_ttl_s + 1.0,
+                DONE_TTL_S,
+            ]);
+            times_s.push(times_s.last().unwrap() + gap);
+        }
+        let kind = *g.pick(&[TaskKind::Critical, TaskKind::Normal, TaskKind::Bulk]);
+        DeliverInput {
+            seed: g.next_u64() % 1000,
+            task: Task {
+                key: format!("order-{}:shipped", 1000 + g.below(9000)),
+                kind,
+                attempt: 0,
+                expires_at_s: 3600.0,
+                fallback: g.chance(0.5).then(|| "sms".into()),
+            },
+            policy: Policy {
+                claim_ttl_s,
+                at_most_once: g.chance(0.3),
+                min_delay_s: 1.0,
+                base_delay_s: 2.0,
+                max_attempts: 5,
+            },
+            preload,
+            answers,
+            times_s,
+        }
+    }
+}
+
+impl Scenario for DeliverInput {
+    fn describe(&self) -> String {
+        let key = format!("'sent:{}'", self.task.key);
+        let kv = match &self.preload {
+            Preload::Empty => "the kv starts empty".to_string(),
+            Preload::Done { age_s } => format!(
+                "the kv starts with {key} = 'done', written at t={} s with ttl={}",
+                float_repr(-age_s),
+                float_repr(DONE_TTL_S)
+            ),
+            Preload::Claim { age_s } => format!(
+                "the kv starts with {key} = 'sending' (another worker's claim), written at t={} s with ttl={}",
+                float_repr(-age_s),
+                float_repr(self.policy.claim_ttl_s)
+            ),
+        };
+        let answers: Vec<String> = self.answers.iter().map(SendResult::repr).collect();
+        let times: Vec<String> = self.times_s.iter().map(|t| float_repr(*t)).collect();
+        format!(
+            "  rng seed {}; {kv}\n  the provider answers, in order: {}\n  deliver_once is called at t = {} s with\n  {}\n  {}",
+            self.seed,
+            answers.join(", "),
+            times.join(", "),
+            self.task.repr(),
+            self.policy.repr()
+        )
+    }
+
+    fn simpler(&self) -> Vec<Self> {
+        let mut out = Vec::new();
+        let mut with = |f: &dyn Fn(&mut Self)| {
+            let mut c = self.clone();
+            f(&mut c);
+            out.push(c);
+        };
+        with(&|c| c.times_s.truncate(1));
+        with(&|c| {
+            if c.times_s.len() > 1 {
+                c.times_s.pop();
+            }
+        });
+        with(&|c| c.preload = Preload::Empty);
+        with(&|c| c.answers.truncate(1));
+        with(&|c| c.answers = vec![SendResult::ok()]);
+        with(&|c| c.policy.at_most_once = false);
+        with(&|c| c.task.kind = TaskKind::Normal);
+        with(&|c| c.task.fallback = None);
+        with(&|c| c.task.key = "t".into());
+        with(&|c| c.seed = 0);
+        out
+    }
+
+    fn calls(&self) -> (World, Vec<(f64, Call)>) {
+        let world = World::new(self.seed, self.answers.clone());
+        let key = format!("sent:{}", self.task.key);
+        match &self.preload {
+            Preload::Empty => {}
+            Preload::Done { age_s } => world.preload(&key, "done", Some(DONE_TTL_S), -age_s),
+            Preload::Claim { age_s } => {
+                world.preload(&key, "sending", Some(self.policy.claim_ttl_s), -age_s)
+            }
+        }
+        let call = Call::DeliverOnce {
+            task: self.task.clone(),
+            policy: self.policy.clone(),
+        };
+        (
+            world,
+            self.times_s.iter().map(|t| (*t, call.clone())).collect(),
+        )
+    }
+}

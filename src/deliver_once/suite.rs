@@ -1,0 +1,161 @@
+//! The runner: plays every case against a solution and turns what happened into test
+//! results. A learner error is confined to the test it happened in.
+
+use super::case::{Body, Case, Scripted};
+use super::check::{compare, run_learner, run_reference, Mismatch};
+use super::differential;
+use super::world::{Event, World};
+use super::Solution;
+use crate::report::{Audience, TestReport, TestStatus, TraceStep};
+use crate::value::LearnerError;
+
+/// How one case went, before it is shaped for an audience.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: TestStatus,
+    pub mismatch: Option<Mismatch>,
+    pub message: Option<String>,
+    pub trace: Vec<TraceStep>,
+}
+
+impl Outcome {
+    pub fn pass(trace: Vec<TraceStep>) -> Outcome {
+        Outcome {
+            status: TestStatus::Pass,
+            mismatch: None,
+            message: None,
+            trace,
+        }
+    }
+
+    pub fn error(err: &LearnerError, context: String, trace: Vec<TraceStep>) -> Outcome {
+        let status = match err {
+            LearnerError::Timeout { .. } => TestStatus::Timeout,
+            _ => TestStatus::Error,
+        };
+        Outcome {
+            status,
+            mismatch: None,
+            message: Some(format!("{context}\n{err}")),
+            trace,
+        }
+    }
+
+    pub fn report(self, case: &Case, output: Option<String>, audience: Audience) -> TestReport {
+        let passed = self.status == TestStatus::Pass;
+        TestReport {
+            name: case.name.clone(),
+            kind: case.kind,
+            status: self.status,
+            points: u32::from(passed),
+            max_points: 1,
+            rule: self.mismatch.as_ref().map(|m| m.rule.id().to_string()),
+            message: self.message,
+            expected: self.mismatch.as_ref().map(|m| m.expected.clone()),
+            actual: self.mismatch.map(|m| m.actual),
+            trace: self.trace,
+            output: output.filter(|o| !o.is_empty()),
+        }
+        .for_audience(audience)
+    }
+}
+
+/// Runs one case. `run_seed` feeds the differential case; scripted cases carry their own.
+pub fn run_case(case: &Case, solution: &mut dyn Solution, run_seed: u64) -> Outcome {
+    match &case.body {
+        Body::Scripted(s) => run_scripted(s, solution),
+        Body::Differential { seed, spec } => differential::run(solution, run_seed, *seed, spec),
+    }
+}
+
+pub fn new_world(s: &Scripted) -> World {
+    let world = World::new(s.seed, s.provider.clone());
+    for k in &s.kv {
+        world.preload(&k.key, &k.value, k.ttl_s, k.written_at_s);
+    }
+    world
+}
+
+fn trace_step(t_s: f64, call: String, events: &[Event], returned: Option<String>) -> TraceStep {
+    TraceStep {
+        t_s,
+        call,
+        events: events.iter().map(Event::to_trace).collect(),
+        returned,
+    }
+}
+
+fn run_scripted(s: &Scripted, solution: &mut dyn Solution) -> Outcome {
+    let (ref_world, world) = (new_world(s), new_world(s));
+    let mut trace = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        ref_world.advance_to(step.at_s);
+        world.advance_to(step.at_s);
+        let expected = run_reference(&ref_world, &step.call);
+        let actual = run_learner(solution, &world, &step.call);
+        let where_ = format!(
+            "Step {} of {}, at t={} s on the lab clock: {}",
+            i + 1,
+            s.steps.len(),
+            crate::value::float_repr(step.at_s),
+            step.call.text()
+        );
+        let value = match &actual.returned {
+            Ok(v) => v,
+            Err(e) => {
+                trace.push(trace_step(
+                    step.at_s,
+                    step.call.text(),
+                    &actual.events,
+                    None,
+                ));
+                return Outcome::error(e, where_, trace);
+            }
+        };
+        trace.push(trace_step(
+            step.at_s,
+            step.call.text(),
+            &actual.events,
+            Some(value.to_string()),
+        ));
+        if let Some(m) = compare(&step.call, &expected, &actual.events, value) {
+            let message = failure_message(&m, &where_, &trace);
+            return Outcome {
+                status: TestStatus::Fail,
+                mismatch: Some(m),
+                message: Some(message),
+                trace,
+            };
+        }
+    }
+    Outcome::pass(trace)
+}
+
+/// The learner-facing explanation: the rule, expected against actual, what happened.
+pub fn failure_message(m: &Mismatch, where_: &str, trace: &[TraceStep]) -> String {
+    let mut out = format!(
+        "Rule broken ({}): {}\n{where_}\n  expected: {}\n  actual:   {}\n\nWhat happened (lab clock):\n",
+        m.rule.id(),
+        m.rule.text(),
+        m.expected,
+        m.actual
+    );
+    out.push_str(&render_trace(trace));
+    out
+}
+
+pub fn render_trace(trace: &[TraceStep]) -> String {
+    let mut out = String::new();
+    for step in trace {
+        let t = format!("t={} s", crate::value::float_repr(step.t_s));
+        out.push_str(&format!("  {t:<12} {}\n", step.call));
+        for e in &step.events {
+            out.push_str(&format!("  {:<12}   {}\n", "", e.text));
+        }
+        match &step.returned {
+            Some(r) => out.push_str(&format!("  {:<12}   returned {r}\n", "")),
+            None => out.push_str(&format!("  {:<12}   raised an exception\n", "")),
+        }
+    }
+    out
+}

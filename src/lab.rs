@@ -1,0 +1,39 @@
+//! A lab is a unit: its world, its reference, its cases, its starter code and its
+//! learner-facing text. Adding one means a module like `deliver_once` and a line in
+//! `labs()`.
+
+use crate::report::TestKind;
+
+/// What a host needs to know about a lab to present it.
+#[derive(Debug)]
+pub struct LabInfo {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub level: &'static str,
+    pub minutes: u32,
+    /// XP awarded once every test passes.
+    pub xp: u32,
+    /// Each run of the tests is stopped after this long (wall time, enforced by the host).
+    pub time_limit_s: f64,
+    /// The functions the learner writes, in the order the page lists them.
+    pub functions: &'static [&'static str],
+    pub starter_py: &'static str,
+    /// The reference solution in Python, shown to a learner after a full pass.
+    pub reference_py: &'static str,
+    /// The lab's instructions (Markdown), in our own words.
+    pub instructions_md: &'static str,
+}
+
+pub trait Lab: Sync {
+    fn info(&self) -> &'static LabInfo;
+    /// Every test's name and kind, in report order, without running anything.
+    fn tests(&self) -> Vec<(String, TestKind)>;
+}
+
+pub fn labs() -> &'static [&'static dyn Lab] {
+    &[&crate::deliver_once::DeliverOnce]
+}
+
+pub fn lab_by_id(id: &str) -> Option<&'static dyn Lab> {
+    labs().iter().copied().find(|l| l.info().id == id)
+}

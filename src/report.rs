@@ -1,0 +1,393 @@
+//! One report model for every lab and host, and the formats made from it: the
+//! project's own JSON, Exercism's `results.json` (version 3) and Gradescope's.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestKind {
+    Example,
+    Hidden,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    Pass,
+    Fail,
+    Error,
+    Timeout,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Every test passed.
+    Pass,
+    /// Some test did not pass.
+    Fail,
+    /// Nothing could be graded (the host says why in `message`).
+    Error,
+}
+
+/// Who reads the report. Learners never see inside hidden tests; course staff may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Audience {
+    #[default]
+    Learner,
+    Staff,
+}
+
+/// One thing that happened in a test's world, drawn on the page's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    pub t_s: f64,
+    /// `kv`, `send` or `draw`: what the page colours it as.
+    pub kind: String,
+    /// The call as Python would write it, with its result: `kv.get('sent:a') -> None`.
+    pub text: String,
+}
+
+/// One call of a learner function in a test, and what it did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceStep {
+    pub t_s: f64,
+    pub call: String,
+    pub events: Vec<TraceEvent>,
+    /// The value returned (Python repr), or `None` when the call raised.
+    pub returned: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestReport {
+    pub name: String,
+    pub kind: TestKind,
+    pub status: TestStatus,
+    pub points: u32,
+    pub max_points: u32,
+    /// The rule that was broken (its id), for tests that did not pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actual: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub trace: Vec<TraceStep>,
+    /// What the learner's code printed during this test (capped by the host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl TestReport {
+    /// A test's result as the audience may see it: a hidden test shows a learner its
+    /// name and status only.
+    pub fn for_audience(mut self, audience: Audience) -> Self {
+        if self.kind == TestKind::Hidden && audience == Audience::Learner {
+            self.rule = None;
+            self.message = None;
+            self.expected = None;
+            self.actual = None;
+            self.trace.clear();
+            self.output = None;
+        }
+        self
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub passed: usize,
+    pub total: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub lab: String,
+    pub seed: u64,
+    pub status: RunStatus,
+    pub passed: usize,
+    pub failed: usize,
+    pub total: usize,
+    pub score: u32,
+    pub max_score: u32,
+    /// The lab's XP when every test passes, else 0.
+    pub xp: u32,
+    pub examples: Tally,
+    pub hidden: Tally,
+    /// Why nothing could be graded, when `status` is `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The command that grades the same file with the same seed again.
+    pub replay: String,
+    pub tests: Vec<TestReport>,
+}
+
+pub fn replay_command(lab: &str, seed: u64) -> String {
+    format!("./lab grade --lab {lab} --seed {seed} solution.py")
+}
+
+impl Report {
+    pub fn new(lab: &str, seed: u64, xp_on_pass: u32, tests: Vec<TestReport>) -> Report {
+        let tally = |kind: Option<TestKind>| {
+            let of_kind = tests.iter().filter(|t| kind.is_none_or(|k| t.kind == k));
+            Tally {
+                passed: of_kind
+                    .clone()
+                    .filter(|t| t.status == TestStatus::Pass)
+                    .count(),
+                total: of_kind.count(),
+            }
+        };
+        let all = tally(None);
+        let all_pass = all.total > 0 && all.passed == all.total;
+        Report {
+            lab: lab.into(),
+            seed,
+            status: if all_pass {
+                RunStatus::Pass
+            } else {
+                RunStatus::Fail
+            },
+            passed: all.passed,
+            failed: all.total - all.passed,
+            total: all.total,
+            score: tests.iter().map(|t| t.points).sum(),
+            max_score: tests.iter().map(|t| t.max_points).sum(),
+            xp: if all_pass { xp_on_pass } else { 0 },
+            examples: tally(Some(TestKind::Example)),
+            hidden: tally(Some(TestKind::Hidden)),
+            message: None,
+            replay: replay_command(lab, seed),
+            tests,
+        }
+    }
+
+    /// A report for code that could not be graded at all (a syntax error, an empty
+    /// file): every test is listed as an error so the totals stay honest.
+    pub fn error(lab: &str, seed: u64, message: &str, tests: Vec<(String, TestKind)>) -> Report {
+        Self::all_tests(
+            lab,
+            seed,
+            message,
+            tests,
+            TestStatus::Error,
+            RunStatus::Error,
+        )
+    }
+
+    /// A report for a run the host stopped at its time limit.
+    pub fn timed_out(
+        lab: &str,
+        seed: u64,
+        message: &str,
+        tests: Vec<(String, TestKind)>,
+    ) -> Report {
+        Self::all_tests(
+            lab,
+            seed,
+            message,
+            tests,
+            TestStatus::Timeout,
+            RunStatus::Fail,
+        )
+    }
+
+    fn all_tests(
+        lab: &str,
+        seed: u64,
+        message: &str,
+        tests: Vec<(String, TestKind)>,
+        status: TestStatus,
+        run_status: RunStatus,
+    ) -> Report {
+        let tests = tests
+            .into_iter()
+            .map(|(name, kind)| TestReport {
+                name,
+                kind,
+                status,
+                points: 0,
+                max_points: 1,
+                rule: None,
+                message: (kind == TestKind::Example).then(|| message.to_string()),
+                expected: None,
+                actual: None,
+                trace: Vec::new(),
+                output: None,
+            })
+            .collect();
+        let mut report = Report::new(lab, seed, 0, tests);
+        report.status = run_status;
+        report.message = Some(message.to_string());
+        report
+    }
+
+    pub fn all_passed(&self) -> bool {
+        self.status == RunStatus::Pass
+    }
+
+    /// The project's own JSON: what the page, the CLI and the embed API all read.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes")
+    }
+
+    /// Exercism's test-runner `results.json`, version 3.
+    pub fn to_exercism(&self) -> String {
+        let tests: Vec<_> = self
+            .tests
+            .iter()
+            .map(|t| {
+                let status = match t.status {
+                    TestStatus::Pass => "pass",
+                    TestStatus::Fail => "fail",
+                    TestStatus::Error | TestStatus::Timeout => "error",
+                };
+                let mut o = json!({ "name": t.name, "status": status });
+                if t.status != TestStatus::Pass {
+                    o["message"] = json!(t.message.clone().unwrap_or_else(|| hidden_note(t)));
+                }
+                if let Some(out) = &t.output {
+                    o["output"] = json!(cap_chars(out, 500)); // Exercism's own cap
+                }
+                o
+            })
+            .collect();
+        let status = match self.status {
+            RunStatus::Pass => "pass",
+            RunStatus::Fail => "fail",
+            RunStatus::Error => "error",
+        };
+        let mut root = json!({ "version": 3, "status": status, "tests": tests });
+        if let Some(m) = &self.message {
+            root["message"] = json!(m);
+        }
+        serde_json::to_string_pretty(&root).expect("serializes")
+    }
+
+    /// Gradescope's autograder `results.json`. Hidden tests carry the given visibility
+    /// (`hidden` or `after_due_date`); examples are always visible.
+    pub fn to_gradescope(&self, hidden_visibility: &str) -> String {
+        let tests: Vec<_> = self
+            .tests
+            .iter()
+            .map(|t| {
+                let mut o = json!({
+                    "name": t.name,
+                    "score": t.points,
+                    "max_score": t.max_points,
+                    "status": if t.status == TestStatus::Pass { "passed" } else { "failed" },
+                    "visibility": match t.kind {
+                        TestKind::Example => "visible",
+                        TestKind::Hidden => hidden_visibility,
+                    },
+                });
+                let output = match (&t.message, t.status) {
+                    (Some(m), _) => m.clone(),
+                    (None, TestStatus::Pass) => String::new(),
+                    (None, _) => hidden_note(t),
+                };
+                if !output.is_empty() {
+                    o["output"] = json!(output);
+                }
+                o
+            })
+            .collect();
+        let mut output = format!(
+            "{}: {} of {} tests passed (examples {}/{}, hidden {}/{}). Seed {}; replay with: {}",
+            self.lab,
+            self.passed,
+            self.total,
+            self.examples.passed,
+            self.examples.total,
+            self.hidden.passed,
+            self.hidden.total,
+            self.seed,
+            self.replay
+        );
+        if let Some(m) = &self.message {
+            output = format!("{m}\n\n{output}");
+        }
+        let root = json!({
+            "score": self.score,
+            "max_score": self.max_score,
+            "output": output,
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": tests,
+        });
+        serde_json::to_string_pretty(&root).expect("serializes")
+    }
+
+    /// A plain-text summary for terminals.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "{}: {} ({} of {} passed; examples {}/{}, hidden {}/{}; score {}/{}",
+            self.lab,
+            match self.status {
+                RunStatus::Pass => "PASS",
+                RunStatus::Fail => "FAIL",
+                RunStatus::Error => "ERROR",
+            },
+            self.passed,
+            self.total,
+            self.examples.passed,
+            self.examples.total,
+            self.hidden.passed,
+            self.hidden.total,
+            self.score,
+            self.max_score
+        );
+        if self.xp > 0 {
+            out.push_str(&format!(", {} XP", self.xp));
+        }
+        out.push_str(")\n");
+        if let Some(m) = &self.message {
+            out.push_str(&format!("{m}\n"));
+        }
+        for t in &self.tests {
+            let mark = match t.status {
+                TestStatus::Pass => "pass",
+                TestStatus::Fail => "FAIL",
+                TestStatus::Error => "ERROR",
+                TestStatus::Timeout => "TIMEOUT",
+            };
+            let kind = match t.kind {
+                TestKind::Example => "example",
+                TestKind::Hidden => "hidden",
+            };
+            out.push_str(&format!("  {mark:<7} {kind:<7} {}\n", t.name));
+            if let Some(m) = &t.message {
+                for line in m.lines() {
+                    out.push_str(&format!("            {line}\n"));
+                }
+            }
+        }
+        if !self.all_passed() {
+            out.push_str(&format!(
+                "seed {}; replay with: {}\n",
+                self.seed, self.replay
+            ));
+        }
+        out
+    }
+}
+
+fn hidden_note(t: &TestReport) -> String {
+    if t.kind == TestKind::Hidden {
+        "This is a hidden test: its details are not shown.".into()
+    } else {
+        String::new()
+    }
+}
+
+/// The first `n` characters of `s`, with a note when something was cut.
+pub fn cap_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}\n[output cut at {n} characters]", &s[..i]),
+    }
+}

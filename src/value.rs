@@ -1,0 +1,182 @@
+//! Values that cross from learner code into the engine: what a function returned,
+//! described with its Python type so the checks can hold the learner to exact types.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A value as Python sees it. Hosts describe the learner's return value this way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "lowercase")]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Tuple(Vec<Value>),
+    List(Vec<Value>),
+    /// Anything else: its type name and `repr`, for messages.
+    Other {
+        type_name: String,
+        repr: String,
+    },
+}
+
+impl Value {
+    pub fn str(s: impl Into<String>) -> Value {
+        Value::Str(s.into())
+    }
+
+    pub fn type_name(&self) -> &str {
+        match self {
+            Value::None => "NoneType",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::Tuple(_) => "tuple",
+            Value::List(_) => "list",
+            Value::Other { type_name, .. } => type_name,
+        }
+    }
+
+    /// Whether a learner's value equals what the contract expects. Numbers compare by
+    /// value (an int where a float is expected is fine, a bool is not), with a tolerance
+    /// far below anything a wrong formula produces; everything else compares exactly.
+    pub fn matches(&self, expected: &Value) -> bool {
+        match (self, expected) {
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                close(self.as_f64().unwrap(), expected.as_f64().unwrap())
+            }
+            (Value::Tuple(a), Value::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.matches(y))
+            }
+            _ => self == expected,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Two floats are the same number for grading purposes.
+pub fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Python's `repr` of a float: `3.0`, `0.25`, `inf`.
+pub fn float_repr(f: f64) -> String {
+    if f.is_nan() {
+        "nan".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "inf" } else { "-inf" }.into()
+    } else if f.fract() == 0.0 && f.abs() < 1e16 {
+        format!("{f:.1}")
+    } else {
+        format!("{f}")
+    }
+}
+
+/// Python's `repr` of a str, single-quoted.
+pub fn str_repr(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+pub fn opt_str_repr(s: Option<&str>) -> String {
+    s.map_or_else(|| "None".into(), str_repr)
+}
+
+pub fn opt_float_repr(f: Option<f64>) -> String {
+    f.map_or_else(|| "None".into(), float_repr)
+}
+
+impl fmt::Display for Value {
+    /// Python's `repr`, so messages show values the way the learner writes them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::None => f.write_str("None"),
+            Value::Bool(b) => f.write_str(if *b { "True" } else { "False" }),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => f.write_str(&float_repr(*x)),
+            Value::Str(s) => f.write_str(&str_repr(s)),
+            Value::Tuple(items) => {
+                f.write_str("(")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str(if items.len() == 1 { ",)" } else { ")" })
+            }
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Other { repr, .. } => f.write_str(repr),
+        }
+    }
+}
+
+/// Why a call into learner code produced no value. Confined to the test it happened in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LearnerError {
+    /// The learner's code raised; `message` is the traceback, already trimmed to the
+    /// learner's own lines by the host.
+    Exception { message: String },
+    /// The module does not define the function the test calls.
+    MissingFunction { function: String },
+    /// The run went past its time limit.
+    Timeout { limit_s: f64 },
+    /// The host could not run the code at all (it says why).
+    Host { message: String },
+}
+
+impl fmt::Display for LearnerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LearnerError::Exception { message } => write!(f, "Your code raised an exception:\n{message}"),
+            LearnerError::MissingFunction { function } => write!(
+                f,
+                "solution.py does not define `{function}`. Define it at the top level of the module, with the signature from the lab."
+            ),
+            LearnerError::Timeout { limit_s } => write!(
+                f,
+                "Stopped: the tests ran longer than the {limit_s} s limit. Look for a loop that never ends."
+            ),
+            LearnerError::Host { message } => write!(f, "{message}"),
+        }
+    }
+}
