@@ -77,7 +77,7 @@ impl Solution for ClaimFirst {
                 drawn
             }
         };
-        let out_of_time = !(now_s + delay < task.expires_at_s);
+        let out_of_time = task.expires_at_s <= now_s + delay;
         let out_of_attempts = task.attempt >= policy.max_attempts - 1;
         if out_of_time || out_of_attempts {
             return give_up(task.kind, &task.fallback);
