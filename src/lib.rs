@@ -11,6 +11,8 @@ pub mod lab;
 pub mod report;
 pub mod rng;
 pub mod value;
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
 
 pub use lab::{lab_by_id, labs, Lab, LabInfo};
 pub use report::{Report, TestKind, TestStatus};

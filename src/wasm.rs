@@ -1,0 +1,393 @@
+//! The browser's boundary, and nothing more: one long-lived `Grader` handle, the
+//! `World` a learner call reaches the fakes through, and an adapter from the host's JS
+//! solution object to each lab's `Solution` trait. Data crosses as JSON strings of the
+//! serde types the native hosts use, so the page reads the same reports as the CLI.
+//! Every failure reaches JS as an `Error` (made by `js_error`), never as a panic.
+
+use crate::deliver_once::{
+    self,
+    model::{Policy, SendResult, Task},
+    world, Solution,
+};
+use crate::lab::{lab_by_id, labs, Lab};
+use crate::report::{Audience, Report, TestKind};
+use crate::value::{LearnerError, Value};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::fmt::Display;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+
+/// The one error helper: a JS `Error` with this message.
+fn js_error(message: impl Display) -> JsError {
+    JsError::new(&message.to_string())
+}
+
+fn to_json(value: &impl Serialize) -> Result<String, JsError> {
+    serde_json::to_string(value).map_err(js_error)
+}
+
+fn find_lab(lab_id: &str) -> Result<&'static dyn Lab, JsError> {
+    lab_by_id(lab_id).ok_or_else(|| {
+        let known: Vec<_> = labs().iter().map(|l| l.info().id).collect();
+        js_error(format!(
+            "Unknown lab `{lab_id}`; the labs are: {}",
+            known.join(", ")
+        ))
+    })
+}
+
+/// Labs carry no default seed of their own yet; deliver-once's is the course's.
+fn seed_or_default(seed: Option<u32>) -> u64 {
+    seed.map_or(deliver_once::DEFAULT_SEED, u64::from)
+}
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_SOLUTION: &str = r#"
+/** The host's learner code, as `Grader.grade` calls it. */
+export interface LearnerSolution {
+  /**
+   * Runs the learner's function `fn_name` on the JSON arguments and answers
+   * `{"ok": <Value>}` or `{"error": <LearnerError>}`. `world` is valid only during
+   * this call; call `world.free()` before returning (or leave it to the GC).
+   */
+  call(fn_name: string, args_json: string, world: World): string;
+  /** What the learner printed since the last call. */
+  take_output?(): string | undefined;
+}
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    /// The host's solution object (`LearnerSolution` in the .d.ts).
+    #[wasm_bindgen(typescript_type = "LearnerSolution")]
+    pub type SolutionObject;
+
+    // Getters with `catch`: a throwing getter (a Proxy, say) must not unwind through
+    // Rust, which would leave the `Grader` borrowed.
+    #[wasm_bindgen(method, getter = call, catch)]
+    fn call_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, catch)]
+    fn call(
+        this: &SolutionObject,
+        fn_name: &str,
+        args_json: &str,
+        world: World,
+    ) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, getter = take_output, catch)]
+    fn take_output_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, catch, js_name = take_output)]
+    fn take_output_call(this: &SolutionObject) -> Result<JsValue, JsValue>;
+
+    /// Whatever a `call` threw, read as an `Error` when it is one.
+    type Thrown;
+
+    #[wasm_bindgen(method, getter, catch)]
+    fn name(this: &Thrown) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, getter, catch)]
+    fn message(this: &Thrown) -> Result<JsValue, JsValue>;
+}
+
+/// `TypeError: x is not a function` for an Error, the text for a thrown string.
+fn describe_thrown(e: &JsValue) -> String {
+    if let Some(s) = e.as_string() {
+        return s;
+    }
+    if e.is_object() {
+        let e: &Thrown = e.unchecked_ref();
+        let get = |r: Result<JsValue, JsValue>| r.ok().and_then(|v| v.as_string());
+        if let Some(message) = get(e.message()) {
+            return match get(e.name()) {
+                Some(name) => format!("{name}: {message}"),
+                None => message,
+            };
+        }
+    }
+    format!("{e:?}")
+}
+
+/// The one long-lived handle the page's worker keeps.
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct Grader {}
+
+#[derive(Serialize)]
+struct LabSummary {
+    id: &'static str,
+    title: &'static str,
+}
+
+#[derive(Serialize)]
+struct TestSummary {
+    name: String,
+    kind: TestKind,
+}
+
+#[derive(Serialize)]
+struct LabDetails {
+    id: &'static str,
+    title: &'static str,
+    level: &'static str,
+    minutes: u32,
+    xp: u32,
+    time_limit_s: f64,
+    functions: &'static [&'static str],
+    starter_py: &'static str,
+    reference_py: &'static str,
+    instructions_md: &'static str,
+    default_seed: u64,
+    tests: Vec<TestSummary>,
+}
+
+#[wasm_bindgen]
+impl Grader {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Grader {
+        Grader {}
+    }
+
+    /// JSON `[{id, title}]`.
+    pub fn labs(&self) -> Result<String, JsError> {
+        let list: Vec<_> = labs()
+            .iter()
+            .map(|l| LabSummary {
+                id: l.info().id,
+                title: l.info().title,
+            })
+            .collect();
+        to_json(&list)
+    }
+
+    /// JSON of everything the page shows before a run; throws for an unknown lab.
+    pub fn lab(&self, lab_id: &str) -> Result<String, JsError> {
+        let lab = find_lab(lab_id)?;
+        let i = lab.info();
+        to_json(&LabDetails {
+            id: i.id,
+            title: i.title,
+            level: i.level,
+            minutes: i.minutes,
+            xp: i.xp,
+            time_limit_s: i.time_limit_s,
+            functions: i.functions,
+            starter_py: i.starter_py,
+            reference_py: i.reference_py,
+            instructions_md: i.instructions_md,
+            default_seed: seed_or_default(None),
+            tests: lab
+                .tests()
+                .into_iter()
+                .map(|(name, kind)| TestSummary { name, kind })
+                .collect(),
+        })
+    }
+
+    /// Grades `solution` and returns the learner's report JSON (`Report::to_json`).
+    pub fn grade(
+        &self,
+        lab_id: &str,
+        solution: SolutionObject,
+        seed: Option<u32>,
+    ) -> Result<String, JsError> {
+        let lab = find_lab(lab_id)?;
+        let has_call = !solution.is_null()
+            && !solution.is_undefined()
+            && solution.call_prop().is_ok_and(|f| f.is_function());
+        if !has_call {
+            return Err(js_error(
+                "grade() needs a solution object with a call(fn_name, args_json, world) method",
+            ));
+        }
+        let seed = seed_or_default(seed);
+        let mut solution = JsSolution(solution);
+        // `Lab` has no `grade`: each lab's `Solution` trait is its own.
+        let report = match lab.info().id {
+            deliver_once::ID => deliver_once::grade(&mut solution, seed, Audience::Learner),
+            id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
+        };
+        Ok(report.to_json())
+    }
+
+    /// The report for code that could not be graded at all (e.g. a syntax error).
+    pub fn error_report(
+        &self,
+        lab_id: &str,
+        seed: Option<u32>,
+        message: &str,
+    ) -> Result<String, JsError> {
+        let lab = find_lab(lab_id)?;
+        Ok(Report::error(lab_id, seed_or_default(seed), message, lab.tests()).to_json())
+    }
+
+    /// The report for a run the worker stopped at the lab's time limit.
+    pub fn timeout_report(
+        &self,
+        lab_id: &str,
+        seed: Option<u32>,
+        message: &str,
+    ) -> Result<String, JsError> {
+        let lab = find_lab(lab_id)?;
+        Ok(Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests()).to_json())
+    }
+}
+
+/// The world of one learner call. Rust empties the slot when the call returns, so the
+/// engine's world is released at once and a handle JS kept (say, a learner who stored
+/// `kv` in a global) can no longer touch a finished test; it then throws. The small
+/// wrapper itself is JS-owned: the caller should `free()` it when `call` returns, and
+/// wasm-bindgen's FinalizationRegistry reclaims it otherwise.
+#[wasm_bindgen]
+pub struct World {
+    slot: Rc<RefCell<Option<world::World>>>,
+}
+
+impl World {
+    /// A clone of the engine's handle, so no borrow is held while the world works.
+    fn live(&self) -> Result<world::World, JsError> {
+        self.slot.borrow().clone().ok_or_else(|| {
+            js_error("This world belongs to a call that has already returned; use the one passed to the current call")
+        })
+    }
+}
+
+#[wasm_bindgen]
+impl World {
+    pub fn now_s(&self) -> Result<f64, JsError> {
+        Ok(self.live()?.now_s())
+    }
+
+    pub fn kv_get(&self, key: &str) -> Result<Option<String>, JsError> {
+        Ok(self.live()?.kv_get(key))
+    }
+
+    /// `ttl_s`: seconds, or `undefined`/`null` for a key that never expires.
+    pub fn kv_set(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_s: Option<f64>,
+        nx: bool,
+    ) -> Result<bool, JsError> {
+        let world = self.live()?;
+        // The engine's world takes finite TTLs only; the bridge is where that is checked.
+        if ttl_s.is_some_and(|t| !t.is_finite()) {
+            return Err(js_error(
+                "kv.set: ttl must be a finite number of seconds, or None",
+            ));
+        }
+        Ok(world.kv_set(key, value, ttl_s, nx))
+    }
+
+    pub fn kv_delete(&self, key: &str) -> Result<bool, JsError> {
+        Ok(self.live()?.kv_delete(key))
+    }
+
+    /// The provider's answer, as JSON of `SendResult`.
+    pub fn send(&self, task_key: &str) -> Result<String, JsError> {
+        to_json(&self.live()?.send(task_key))
+    }
+
+    pub fn uniform(&self, a: f64, b: f64) -> Result<f64, JsError> {
+        Ok(self.live()?.uniform(a, b))
+    }
+}
+
+/// What `SolutionObject.call` answers.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CallResult {
+    Ok(Value),
+    Error(LearnerError),
+}
+
+#[derive(Serialize)]
+struct DeliverOnceArgs<'a> {
+    task: &'a Task,
+    policy: &'a Policy,
+}
+
+#[derive(Serialize)]
+struct NextStepArgs<'a> {
+    task: &'a Task,
+    result: &'a SendResult,
+    now_s: f64,
+    policy: &'a Policy,
+}
+
+/// The host's JS object as a lab's `Solution`.
+struct JsSolution(SolutionObject);
+
+impl JsSolution {
+    fn call(
+        &mut self,
+        fn_name: &str,
+        args: &impl Serialize,
+        world: &world::World,
+    ) -> Result<Value, LearnerError> {
+        let host = |why: String| LearnerError::Host {
+            message: format!("The page could not run `{fn_name}`: {why}"),
+        };
+        let args_json = serde_json::to_string(args)
+            .map_err(|e| host(format!("its arguments did not serialize ({e})")))?;
+        let slot = Rc::new(RefCell::new(Some(world.clone())));
+        let returned = self
+            .0
+            .call(fn_name, &args_json, World { slot: slot.clone() });
+        slot.borrow_mut().take();
+        let returned =
+            returned.map_err(|e| host(format!("the host's call threw {}", describe_thrown(&e))))?;
+        let Some(text) = returned.as_string() else {
+            return Err(host(format!(
+                "the host's call returned {returned:?}, not a JSON string"
+            )));
+        };
+        match serde_json::from_str::<CallResult>(&text) {
+            Ok(CallResult::Ok(value)) => Ok(value),
+            Ok(CallResult::Error(error)) => Err(error),
+            Err(e) => Err(host(format!(
+                "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({e}): {}",
+                crate::report::cap_chars(&text, 200)
+            ))),
+        }
+    }
+}
+
+impl Solution for JsSolution {
+    fn deliver_once(
+        &mut self,
+        world: &world::World,
+        task: &Task,
+        policy: &Policy,
+    ) -> Result<Value, LearnerError> {
+        self.call("deliver_once", &DeliverOnceArgs { task, policy }, world)
+    }
+
+    fn next_step(
+        &mut self,
+        world: &world::World,
+        task: &Task,
+        result: &SendResult,
+        now_s: f64,
+        policy: &Policy,
+    ) -> Result<Value, LearnerError> {
+        let args = NextStepArgs {
+            task,
+            result,
+            now_s,
+            policy,
+        };
+        self.call("next_step", &args, world)
+    }
+
+    /// Optional on the JS side; a throwing `take_output` only loses the output.
+    fn take_output(&mut self) -> Option<String> {
+        if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
+            return None;
+        }
+        self.0.take_output_call().ok()?.as_string()
+    }
+}
