@@ -17,7 +17,3 @@ pub mod wasm;
 pub use lab::{lab_by_id, labs, Lab, LabInfo};
 pub use report::{Report, TestKind, TestStatus};
 pub use value::{LearnerError, Value};
-
-mod generated {
-    include!(concat!(env!("OUT_DIR"), "/case_files.rs"));
-}

@@ -1,7 +1,11 @@
-//! A malformed case file is refused with its file, its case and its field named.
+//! A malformed case file is refused with its file, its case and its field named: by
+//! the parser `build.rs` compiles the files with (so the build fails), and by the check
+//! of its expectations against the reference (so `cargo test` fails).
 
-use delivery_lab::deliver_once::{case, check_expectations};
-use delivery_lab::report::TestKind;
+mod case_files;
+
+use case_files::case_format::{self, Case, CaseError};
+use case_files::check_expectations;
 
 const GOOD_HEAD: &str = r#"
 [defaults]
@@ -10,14 +14,9 @@ task = { key = "k", kind = "normal", attempt = 0, expires_at_s = 100, fallback =
 policy = { claim_ttl_s = 30, at_most_once = false, min_delay_s = 1, base_delay_s = 2, max_attempts = 5 }
 "#;
 
-fn load(toml_text: &str) -> Result<Vec<case::Case>, case::CaseError> {
-    let value: toml::Value = toml::from_str(toml_text).expect("the test's TOML is valid");
-    let json = serde_json::to_string(&value).unwrap();
-    let cases = case::parse_file(
-        "hidden-tests/deliver-once/broken.toml",
-        &json,
-        TestKind::Hidden,
-    )?;
+fn load(toml_text: &str) -> Result<Vec<Case>, CaseError> {
+    let cases = case_format::parse_file("hidden-tests/deliver-once/broken.toml", toml_text, true)?;
+    case_format::unique_names(&cases)?;
     cases.iter().try_for_each(check_expectations)?;
     Ok(cases)
 }
@@ -94,4 +93,21 @@ fn an_expectation_the_contract_does_not_hold_is_refused() {
     assert!(e.contains("reference solution disagrees"), "{e}");
     let e = error_of("[[case]]\nname = \"draws\"\nrules = [\"jitter\"]\n[[case.step]]\nat_s = 0\ncall = \"next_step\"\nresult = { answer = \"transient\", reason = \"503\" }\nexpect.draws = [[0, 4]]\n");
     assert!(e.contains("step[0].expect.draws"), "{e}");
+}
+
+#[test]
+fn two_cases_with_one_name_are_refused() {
+    let case = "[[case]]\nname = \"twice\"\nrules = [\"claim\"]\n[[case.step]]\nat_s = 0\ncall = \"deliver_once\"\n";
+    let e = error_of(&format!("{case}{case}"));
+    assert!(e.contains("case 1 (\"twice\")"), "{e}");
+    assert!(e.contains("case[1].name"), "{e}");
+}
+
+#[test]
+fn a_toml_syntax_error_names_the_file() {
+    let e = load("[[case]\nname = 1").unwrap_err().to_string();
+    assert!(
+        e.starts_with("hidden-tests/deliver-once/broken.toml: not valid TOML"),
+        "{e}"
+    );
 }
