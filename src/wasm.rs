@@ -37,6 +37,22 @@ fn find_lab(lab_id: &str) -> Result<&'static dyn Lab, JsError> {
     })
 }
 
+/// A report in the format a host asks for: `json` (the default, the project's own),
+/// `text`, `exercism`, `gradescope` (hidden tests visible after the due date) or
+/// `gradescope-hidden` (hidden tests never shown to students).
+fn render(report: &Report, format: Option<String>) -> Result<String, JsError> {
+    match format.as_deref().unwrap_or("json") {
+        "json" => Ok(report.to_json()),
+        "text" => Ok(report.to_text()),
+        "exercism" => Ok(report.to_exercism()),
+        "gradescope" => Ok(report.to_gradescope("after_due_date")),
+        "gradescope-hidden" => Ok(report.to_gradescope("hidden")),
+        other => Err(js_error(format!(
+            "Unknown report format `{other}`: use json, text, exercism, gradescope or gradescope-hidden"
+        ))),
+    }
+}
+
 /// Labs carry no default seed of their own yet; deliver-once's is the course's.
 fn seed_or_default(seed: Option<u32>) -> u64 {
     seed.map_or(deliver_once::DEFAULT_SEED, u64::from)
@@ -192,6 +208,7 @@ impl Grader {
         lab_id: &str,
         solution: SolutionObject,
         seed: Option<u32>,
+        format: Option<String>,
     ) -> Result<String, JsError> {
         let lab = find_lab(lab_id)?;
         let has_call = !solution.is_null()
@@ -209,7 +226,7 @@ impl Grader {
             deliver_once::ID => deliver_once::grade(&mut solution, seed, Audience::Learner),
             id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
         };
-        Ok(report.to_json())
+        render(&report, format)
     }
 
     /// The report for code that could not be graded at all (e.g. a syntax error).
@@ -218,9 +235,13 @@ impl Grader {
         lab_id: &str,
         seed: Option<u32>,
         message: &str,
+        format: Option<String>,
     ) -> Result<String, JsError> {
         let lab = find_lab(lab_id)?;
-        Ok(Report::error(lab_id, seed_or_default(seed), message, lab.tests()).to_json())
+        render(
+            &Report::error(lab_id, seed_or_default(seed), message, lab.tests()),
+            format,
+        )
     }
 
     /// The report for a run the worker stopped at the lab's time limit.
@@ -229,9 +250,13 @@ impl Grader {
         lab_id: &str,
         seed: Option<u32>,
         message: &str,
+        format: Option<String>,
     ) -> Result<String, JsError> {
         let lab = find_lab(lab_id)?;
-        Ok(Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests()).to_json())
+        render(
+            &Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests()),
+            format,
+        )
     }
 }
 

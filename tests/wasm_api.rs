@@ -131,6 +131,8 @@ export function js_grade(grader, id, solution, seed) { return grader.grade(id, s
 export function js_grade_no_seed(grader, id, solution) { return grader.grade(id, solution); }
 export function js_error_report(grader, id, seed, message) { return grader.error_report(id, seed, message); }
 export function js_timeout_report(grader, id, seed, message) { return grader.timeout_report(id, seed, message); }
+export function js_formatted(grader, id, solution, format) { return grader.grade(id, solution, undefined, format); }
+export function js_error_formatted(grader, id, format) { return grader.error_report(id, undefined, "boom", format); }
 export function error_text(e) {
   return e instanceof Error ? "Error: " + e.message : "not an Error: " + String(e);
 }
@@ -175,6 +177,15 @@ extern "C" {
         seed: &JsValue,
         message: &str,
     ) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_formatted(
+        grader: &JsValue,
+        id: &str,
+        solution: &JsValue,
+        format: &str,
+    ) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_error_formatted(grader: &JsValue, id: &str, format: &str) -> Result<String, JsValue>;
     fn error_text(e: &JsValue) -> String;
 }
 
@@ -478,4 +489,38 @@ fn error_and_timeout_reports_list_every_test() {
         .unwrap()
         .iter()
         .all(|t| t["status"] == "timeout"));
+}
+
+#[wasm_bindgen_test]
+fn reports_come_in_every_format_the_cli_writes() {
+    let g = grader();
+    // The same no-floor mutant as the native snapshot, in each platform's format.
+    let exercism = js_formatted(&g, LAB, &reference_solution(false), "exercism").unwrap();
+    let v: Json = serde_json::from_str(&exercism).unwrap();
+    assert_eq!(
+        (v["version"].as_u64(), v["status"].as_str()),
+        (Some(3), Some("fail"))
+    );
+    let gradescope = js_formatted(&g, LAB, &reference_solution(false), "gradescope").unwrap();
+    let v: Json = serde_json::from_str(&gradescope).unwrap();
+    assert!(v["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["visibility"] == "after_due_date"));
+    let hidden = js_formatted(&g, LAB, &reference_solution(true), "gradescope-hidden").unwrap();
+    assert!(hidden.contains("\"visibility\": \"hidden\""));
+    let text = js_formatted(&g, LAB, &reference_solution(true), "text").unwrap();
+    assert!(text.starts_with("deliver-once: PASS"), "{text}");
+    let e: Json = serde_json::from_str(&js_error_formatted(&g, LAB, "exercism").unwrap()).unwrap();
+    assert_eq!(
+        (e["status"].as_str(), e["message"].as_str()),
+        (Some("error"), Some("boom"))
+    );
+    let err = js_error_formatted(&g, LAB, "yaml").unwrap_err();
+    assert!(
+        error_text(&err).contains("Unknown report format `yaml`"),
+        "{}",
+        error_text(&err)
+    );
 }
