@@ -1,0 +1,158 @@
+// Prints figures about the page (not pass/fail):
+//   1. the grader's WASM size, raw and gzip
+//   2. a cached visit's time to "ready" (Python and grader loaded) against a bare
+//      page that only calls loadPyodide(), both after a first visit
+//   3. a warm full run of every test with the reference solution (median of 20),
+//      in the browser worker and in Node
+//   4. the time from a click on Run to the first result drawn (median of 20)
+// Usage: node bench.mjs [--runs N] [--visits N]    (builds a fresh copy of the page
+// from www/pkg first, like the e2e tests; Chromium at /usr/bin/chromium)
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { loadNodeEngine } from './src/node_host.mjs';
+
+const WWW = path.dirname(fileURLToPath(import.meta.url));
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const RUNS = arg('--runs', 20);
+const VISITS = arg('--visits', 5);
+const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
+const LAUNCH = {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+};
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const fmtMs = (xs) => `median ${median(xs).toFixed(0)} ms (min ${Math.min(...xs).toFixed(0)}, max ${Math.max(...xs).toFixed(0)}, n=${xs.length})`;
+const kb = (n) => `${(n / 1024).toFixed(1)} KiB`;
+
+// A bare page for comparison: Pyodide loaded by itself, on the page's thread.
+const BARE_HTML = `<!doctype html><meta charset="utf-8"><title>bare loadPyodide</title>
+<link rel="icon" href="data:,">
+<script type="module">
+const { loadPyodide } = await import('./pyodide/pyodide.mjs');
+await loadPyodide({ indexURL: new URL('./pyodide/', location.href).href });
+performance.mark('python-ready');
+</script>`;
+
+async function startServer(root) {
+  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim())));
+  return { url, stop: () => child.kill() };
+}
+
+async function markTime(page, name, timeout = 60_000) {
+  const handle = await page.waitForFunction(
+    (n) => performance.getEntriesByName(n)[0]?.startTime, name, { timeout, polling: 50 });
+  return handle.jsonValue();
+}
+
+async function main() {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-bench-'));
+  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', root], { cwd: WWW, stdio: 'ignore' });
+  fs.writeFileSync(path.join(root, 'bare.html'), BARE_HTML);
+  const build = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8'));
+
+  console.log(`delivery-lab bench  (${os.cpus().length} cores, Node ${process.version}, Pyodide ${build.pyodideVersion})\n`);
+
+  // 1. Sizes
+  const wasm = fs.readFileSync(path.join(root, 'pkg', 'delivery_lab_bg.wasm'));
+  console.log('1. Grader WASM (pkg/delivery_lab_bg.wasm)');
+  console.log(`   raw ${kb(wasm.length)}, gzip -6 ${kb(zlib.gzipSync(wasm, { level: 6 }).length)}, gzip -9 ${kb(zlib.gzipSync(wasm, { level: 9 }).length)}`);
+  console.log(`   page total: app ${kb(build.totals.app.raw)} raw / ${kb(build.totals.app.gzip)} gzip; `
+    + `Pyodide ${kb(build.totals.pyodide.raw)} raw / ${kb(build.totals.pyodide.gzip)} gzip (downloaded once)\n`);
+
+  const server = await startServer(root);
+  const browser = await chromium.launch(LAUNCH);
+  try {
+    // 2. Cached visit: first visit fills the caches, then reloads are timed.
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(server.url);
+    await page.evaluate(() => window.deliveryLab.ready);
+    await page.waitForFunction(() => document.querySelector('#offline-badge').textContent.startsWith('Ready offline'), null, { timeout: 60_000 });
+    const labReady = [];
+    const pageUp = [];
+    for (let i = 0; i < VISITS; i++) {
+      await page.reload();
+      pageUp.push(await markTime(page, 'page-ready'));
+      labReady.push(await markTime(page, 'python-ready'));
+    }
+    const bareCtx = await browser.newContext();
+    const bare = await bareCtx.newPage();
+    await bare.goto(`${server.url}bare.html`);
+    await markTime(bare, 'python-ready');
+    const bareReady = [];
+    for (let i = 0; i < VISITS; i++) {
+      await bare.reload();
+      bareReady.push(await markTime(bare, 'python-ready'));
+    }
+    await bareCtx.close();
+    console.log('2. Cached visit, navigation start to ready');
+    console.log(`   lab page, instructions + editor shown:      ${fmtMs(pageUp)}`);
+    console.log(`   lab page, Python + grader ready (worker):   ${fmtMs(labReady)}`);
+    console.log(`   bare page, loadPyodide() on main thread:    ${fmtMs(bareReady)}\n`);
+
+    // 3. Warm full runs in the browser.
+    await page.evaluate(() => window.deliveryLab.ready);
+    await page.evaluate((s) => window.deliveryLab.setCode(s), REFERENCE);
+    const first = await page.evaluate(() => window.deliveryLab.run());
+    if (first.status !== 'pass') throw new Error(`the reference did not pass in the browser: ${first.status}`);
+    const workerMs = [];
+    const pageMs = [];
+    for (let i = 0; i < RUNS; i++) {
+      const { ms, wall } = await page.evaluate(async () => {
+        const t0 = performance.now();
+        await window.deliveryLab.run();
+        return { ms: window.deliveryLab.lastRun.ms, wall: performance.now() - t0 };
+      });
+      workerMs.push(ms);
+      pageMs.push(wall);
+    }
+    const engine = await loadNodeEngine();
+    engine.run(REFERENCE);
+    const nodeMs = [];
+    for (let i = 0; i < RUNS; i++) {
+      const t0 = performance.now();
+      engine.run(REFERENCE);
+      nodeMs.push(performance.now() - t0);
+    }
+    console.log(`3. Warm full run, reference solution, all ${first.total} tests (${first.examples.total} examples, ${first.hidden.total} hidden)`);
+    console.log(`   in the worker (engine.run):                 ${fmtMs(workerMs)}`);
+    console.log(`   page: run() call to report drawn:           ${fmtMs(pageMs)}`);
+    console.log(`   Node host (same engine.mjs + bridge.py):    ${fmtMs(nodeMs)}\n`);
+
+    // 4. Click on Run to the first result drawn.
+    const drawn = [];
+    const painted = [];
+    for (let i = 0; i < RUNS; i++) {
+      await page.evaluate(() => performance.clearMarks() || performance.clearMeasures());
+      await page.click('#run');
+      drawn.push(await page.waitForFunction(() => performance.getEntriesByName('run-to-results')[0]?.duration, null, { polling: 20 }).then((h) => h.jsonValue()));
+      const click = await markTime(page, 'run-click');
+      painted.push((await markTime(page, 'results-painted')) - click);
+      await page.waitForFunction(() => !document.querySelector('#run').disabled);
+    }
+    console.log('4. Click on Run to results (reference solution, Python already loaded)');
+    console.log(`   to results in the DOM:                      ${fmtMs(drawn)}`);
+    console.log(`   to the next frame (painted):                ${fmtMs(painted)}`);
+    await ctx.close();
+  } finally {
+    await browser.close();
+    server.stop();
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
+await main();

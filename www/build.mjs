@@ -1,0 +1,142 @@
+// Builds the page into www/dist/:
+//   main.js, worker.js, style.css   bundled by esbuild from src/
+//   index.html                      copied
+//   pkg/                            the grader (from www/pkg, built by scripts/build-wasm.sh)
+//   pyodide/                        only the Pyodide files that loading needs
+//   build.json                      version, cache names, file lists and sizes (read by the page)
+//   sw.js                           the service worker, with its versioned cache manifest
+//
+// Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--out DIR]
+//   --dev        unminified, with source maps
+//   --no-wasm    use www/pkg as it is instead of running scripts/build-wasm.sh first
+//   --no-hidden  build the grader without the hidden tests (passed to build-wasm.sh)
+//   --out DIR    write somewhere other than www/dist (the e2e tests build their own copy)
+import * as esbuild from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+
+const WWW = path.dirname(fileURLToPath(import.meta.url));
+const PKG = path.join(WWW, 'pkg');
+const PYODIDE = path.join(WWW, 'node_modules', 'pyodide');
+const args = process.argv.slice(2);
+const flag = (f) => args.includes(f);
+const outAt = args.indexOf('--out');
+const DIST = outAt >= 0 ? path.resolve(args[outAt + 1]) : path.join(WWW, 'dist');
+const dev = flag('--dev');
+
+// What loadPyodide() fetches, and nothing else (no console pages, no maps).
+const PYODIDE_FILES = ['pyodide.mjs', 'pyodide.asm.mjs', 'pyodide.asm.wasm', 'python_stdlib.zip', 'pyodide-lock.json'];
+const PKG_FILES = ['delivery_lab.js', 'delivery_lab_bg.wasm'];
+
+function fail(message) {
+  console.error(`build: ${message}`);
+  process.exit(1);
+}
+
+function buildWasm() {
+  // The engine's own script, so the page always ships the grader of this tree.
+  const script = path.join(WWW, '..', 'scripts', 'build-wasm.sh');
+  if (!fs.existsSync(script)) fail(`${script} not found`);
+  console.log('build: scripts/build-wasm.sh');
+  execFileSync('bash', [script, ...(flag('--no-hidden') ? ['--no-hidden'] : [])], { stdio: 'inherit' });
+}
+
+async function checkGrader() {
+  for (const f of PKG_FILES) {
+    if (!fs.existsSync(path.join(PKG, f))) fail(`www/pkg/${f} is missing: run scripts/build-wasm.sh from the repo root first`);
+  }
+  // A grader that cannot instantiate would only fail in the browser; find out now.
+  try {
+    const pkg = await import(new URL(`file://${path.join(PKG, 'delivery_lab.js')}`).href);
+    await pkg.default({ module_or_path: fs.readFileSync(path.join(PKG, 'delivery_lab_bg.wasm')) });
+    const lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
+    const hidden = lab.tests.filter((t) => t.kind === 'hidden').length;
+    if (!hidden) console.warn('build: note: this grader has no hidden tests (built with --no-hidden)');
+    return lab;
+  } catch (e) {
+    fail(`www/pkg does not load (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
+  }
+}
+
+const gzipSize = (buf) => zlib.gzipSync(buf, { level: 6 }).length;
+
+function copy(from, to) {
+  fs.mkdirSync(path.dirname(to), { recursive: true });
+  fs.copyFileSync(from, to);
+}
+
+async function main() {
+  const t0 = performance.now();
+  if (!flag('--no-wasm')) buildWasm();
+  await checkGrader();
+  const pyodideVersion = JSON.parse(fs.readFileSync(path.join(PYODIDE, 'package.json'), 'utf8')).version;
+
+  fs.rmSync(DIST, { recursive: true, force: true });
+  fs.mkdirSync(DIST, { recursive: true });
+
+  await esbuild.build({
+    absWorkingDir: WWW,
+    entryPoints: { main: 'src/main.js', worker: 'src/worker.js', style: 'src/style.css' },
+    outdir: DIST,
+    bundle: true,
+    format: 'esm',
+    target: ['es2022'],
+    minify: !dev,
+    sourcemap: dev ? 'linked' : false,
+    loader: { '.py': 'text' },
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+  copy(path.join(WWW, 'index.html'), path.join(DIST, 'index.html'));
+  for (const f of PKG_FILES) copy(path.join(PKG, f), path.join(DIST, 'pkg', f));
+  for (const f of PYODIDE_FILES) copy(path.join(PYODIDE, f), path.join(DIST, 'pyodide', f));
+
+  // The app's files: everything the page fetches besides Pyodide.
+  const appFiles = ['index.html', 'main.js', 'style.css', 'worker.js', 'build.json', ...PKG_FILES.map((f) => `pkg/${f}`)];
+  const pyodideFiles = PYODIDE_FILES.map((f) => `pyodide/${f}`);
+  const sizes = {};
+  const hash = crypto.createHash('sha256');
+  for (const f of [...appFiles.filter((f) => f !== 'build.json'), ...pyodideFiles]) {
+    const buf = fs.readFileSync(path.join(DIST, f));
+    sizes[f] = { raw: buf.length, gzip: gzipSize(buf) };
+    hash.update(f).update(buf);
+  }
+  const version = hash.digest('hex').slice(0, 12);
+  const sum = (files, k) => files.reduce((n, f) => n + (sizes[f]?.[k] || 0), 0);
+  const build = {
+    version,
+    lab: 'deliver-once',
+    pyodideVersion,
+    // One cache per app version; Pyodide's cache is named by its version only,
+    // so every lab on this origin shares it and an app update does not re-download it.
+    caches: { app: `delivery-lab-app-${version}`, pyodide: `pyodide-${pyodideVersion}` },
+    appFiles,
+    pyodideFiles,
+    sizes,
+    totals: {
+      app: { raw: sum(appFiles, 'raw'), gzip: sum(appFiles, 'gzip') },
+      pyodide: { raw: sum(pyodideFiles, 'raw'), gzip: sum(pyodideFiles, 'gzip') },
+    },
+    builtAt: new Date().toISOString(),
+  };
+  fs.writeFileSync(path.join(DIST, 'build.json'), JSON.stringify(build, null, 2));
+
+  // The service worker: its manifest is inlined, so a new build is a new sw.js,
+  // which is how the browser learns there is something new to cache.
+  const manifest = { version, caches: build.caches, appFiles, pyodideFiles };
+  const sw = fs.readFileSync(path.join(WWW, 'sw.js'), 'utf8')
+    .replace('self.__MANIFEST__', JSON.stringify(manifest));
+  if (!sw.includes(version)) fail('sw.js has no self.__MANIFEST__ placeholder');
+  fs.writeFileSync(path.join(DIST, 'sw.js'), sw);
+
+  const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+  console.log(`build: ${path.relative(process.cwd(), DIST) || '.'} version ${version} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(`  app     ${mb(build.totals.app.raw)} raw, ${mb(build.totals.app.gzip)} gzip`);
+  console.log(`  pyodide ${pyodideVersion}: ${mb(build.totals.pyodide.raw)} raw, ${mb(build.totals.pyodide.gzip)} gzip`);
+}
+
+await main();

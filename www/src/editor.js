@@ -1,0 +1,80 @@
+// The code editor (CodeMirror 6) and the read-only code views.
+import { EditorView, basicSetup } from 'codemirror';
+import { python, pythonLanguage } from '@codemirror/lang-python';
+import { indentWithTab } from '@codemirror/commands';
+import { indentUnit } from '@codemirror/language';
+import { EditorState, Prec } from '@codemirror/state';
+import { keymap } from '@codemirror/view';
+import { highlightCode, classHighlighter } from '@lezer/highlight';
+
+const theme = EditorView.theme({
+  '&': { height: '100%', fontSize: '14px' },
+  '.cm-scroller': { fontFamily: 'var(--mono)', lineHeight: '1.5' },
+  '.cm-content': { padding: '8px 0' },
+  '.cm-gutters': { background: 'var(--code-bg)', borderRight: '1px solid var(--line)' },
+});
+
+/**
+ * The learner's editor. Tab indents (Escape then Tab leaves the editor, as
+ * CodeMirror documents), Python's four-space indent, Ctrl/Cmd+Enter runs.
+ */
+export function createEditor(parent, doc, { onChange, onRun }) {
+  const view = new EditorView({
+    parent,
+    state: EditorState.create({
+      doc,
+      extensions: [
+        basicSetup,
+        python(),
+        indentUnit.of('    '),
+        EditorState.tabSize.of(4),
+        keymap.of([indentWithTab]),
+        // Highest precedence: basicSetup binds Mod-Enter to "insert blank line".
+        Prec.highest(keymap.of([{ key: 'Mod-Enter', run: () => { onRun(); return true; } }])),
+        EditorView.updateListener.of((u) => { if (u.docChanged) onChange(u.state.doc.toString()); }),
+        EditorView.contentAttributes.of({ 'aria-label': 'solution.py' }),
+        theme,
+      ],
+    }),
+  });
+  return {
+    view,
+    getCode: () => view.state.doc.toString(),
+    /** Replaces the whole text as one undoable change. */
+    setCode(text) {
+      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: String(text) } });
+    },
+    focus: () => view.focus(),
+    goToLine(n) {
+      const line = view.state.doc.line(Math.max(1, Math.min(n, view.state.doc.lines)));
+      view.dispatch({ selection: { anchor: line.from, head: line.to }, scrollIntoView: true });
+      view.focus();
+    },
+  };
+}
+
+/** A read-only view of Python code (the side-by-side comparison). */
+export function createViewer(parent, doc) {
+  return new EditorView({
+    parent,
+    state: EditorState.create({
+      doc,
+      extensions: [basicSetup, python(), EditorState.readOnly.of(true), EditorView.editable.of(false), theme],
+    }),
+  });
+}
+
+/** Python highlighted into `el` with tok-* classes (for code blocks in the instructions). */
+export function highlightPython(el, code) {
+  el.textContent = '';
+  const tree = pythonLanguage.parser.parse(code);
+  highlightCode(code, tree, classHighlighter,
+    (text, classes) => {
+      if (!classes) { el.append(text); return; }
+      const span = document.createElement('span');
+      span.className = classes;
+      span.textContent = text;
+      el.append(span);
+    },
+    () => el.append('\n'));
+}
