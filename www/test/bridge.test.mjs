@@ -227,7 +227,7 @@ test('two mutants each fail the test named for their mistake', () => {
   assert.match(fresh.message, /nx=True/);
 
   const noRetryAfter = engine.run(mutate(
-    '    if result.retry_after_s is not None:    # the provider said when (0 counts)\n        delay = result.retry_after_s\n    else:',
+    '    if result.retry_after_s is not None:\n        # The provider said when (0 counts).\n        delay = result.retry_after_s\n    else:',
     '    if True:',
   ));
   assert.equal(byName(noRetryAfter, 'Retry-After is honoured without a draw, 0 included').status, 'fail');

@@ -31,7 +31,7 @@ function mutate(from, to) {
 
 const NO_NX = mutate('ttl=policy.claim_ttl_s, nx=True)', 'ttl=policy.claim_ttl_s)');
 const NO_RETRY_AFTER = mutate(
-  '    if result.retry_after_s is not None:    # the provider said when (0 counts)\n        delay = result.retry_after_s\n    else:',
+  '    if result.retry_after_s is not None:\n        # The provider said when (0 counts).\n        delay = result.retry_after_s\n    else:',
   '    if True:',
 );
 const ENDLESS = mutate('    key = "sent:" + task.key\n', '    while True:\n        pass\n');
