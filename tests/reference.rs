@@ -40,7 +40,7 @@ fn the_engine_holds_exactly_the_cases_of_the_files() {
 
 #[test]
 fn the_case_format_names_the_engine_s_rules_and_task_kinds() {
-    // case_format.rs mirrors the engine's enums (it may not import the crate).
+    // case_format.rs shares rules.rs and mirrors TaskKind (it may not import the crate).
     assert_eq!(case_format::Rule::ALL.len(), Rule::ALL.len());
     for (mirror, rule) in case_format::Rule::ALL.into_iter().zip(Rule::ALL) {
         let read: case_format::Rule = toml::Value::String(rule.id().into())

@@ -113,38 +113,11 @@ pub enum TaskKind {
     Bulk,
 }
 
-/// The engine's `rules::Rule`, variant for variant (the tests check the two agree).
-#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rule {
-    DoneSkips,
-    Claim,
-    ClaimHeld,
-    SendOnce,
-    MarkDone,
-    ReleaseOnFailure,
-    Permanent,
-    RetryAfter,
-    Jitter,
-    GiveUp,
-    ReturnTypes,
-}
-
-impl Rule {
-    pub const ALL: [Rule; 11] = [
-        Rule::DoneSkips,
-        Rule::Claim,
-        Rule::ClaimHeld,
-        Rule::SendOnce,
-        Rule::MarkDone,
-        Rule::ReleaseOnFailure,
-        Rule::Permanent,
-        Rule::RetryAfter,
-        Rule::Jitter,
-        Rule::GiveUp,
-        Rule::ReturnTypes,
-    ];
-}
+/// The engine's own rules (`rules.rs` needs nothing but serde, so it is shared as is).
+#[allow(dead_code)] // the build script and the tests each use part of it
+#[path = "rules.rs"]
+mod rules;
+pub use rules::Rule;
 
 /// The engine's `model::Task`.
 #[derive(Clone, Debug, PartialEq)]
