@@ -12,7 +12,7 @@ use crate::deliver_once::{
 use crate::lab::{lab_by_id, labs, Lab};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::rc::Rc;
@@ -321,14 +321,6 @@ impl World {
     }
 }
 
-/// What `SolutionObject.call` answers.
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum CallResult {
-    Ok(Value),
-    Error(LearnerError),
-}
-
 #[derive(Serialize)]
 struct DeliverOnceArgs<'a> {
     task: &'a Task,
@@ -370,11 +362,17 @@ impl JsSolution {
                 "the host's call returned {returned:?}, not a JSON string"
             )));
         };
-        match serde_json::from_str::<CallResult>(&text) {
-            Ok(CallResult::Ok(value)) => Ok(value),
-            Ok(CallResult::Error(error)) => Err(error),
-            Err(e) => Err(host(format!(
-                "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({e}): {}",
+        let answer = serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|v| match (v.get("ok"), v.get("error")) {
+                (Some(ok), None) => Value::from_json(ok).map(Ok),
+                (None, Some(err)) => LearnerError::from_json(err).map(Err),
+                _ => Err("it has neither or both".to_string()),
+            });
+        match answer {
+            Ok(result) => result,
+            Err(why) => Err(host(format!(
+                "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({why}): {}",
                 crate::report::cap_chars(&text, 200)
             ))),
         }
