@@ -6,6 +6,7 @@
 //! that trait over their interpreter. Everything random comes from a seed and every
 //! time from the world's clock, so the same submission gets the same report anywhere.
 
+pub mod courier;
 pub mod deliver_once;
 pub mod lab;
 pub mod report;
