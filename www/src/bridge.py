@@ -281,6 +281,58 @@ def _format_exception(exc):
 
 
 # ---------------------------------------------------------------------------
+# Hardening: the learner's code has no business with the host
+
+
+# Modules that lead from Python to JavaScript (the page, Node's process), the
+# network or the interpreter's memory. solution.py cannot import them; this is
+# the first wall only: the grading CLI also runs the interpreter in a sandboxed
+# process and judges its behaviour outside it (www/cli/README.md).
+BLOCKED_MODULES = ("js", "pyodide_js", "pyodide", "_pyodide", "micropip", "pyodide_http",
+                   "ctypes", "_ctypes")
+_alarms = []        # what the learner tried that the hardening refused
+_hardened = False
+
+
+def _is_blocked(name):
+    return isinstance(name, str) and name.partition(".")[0] in BLOCKED_MODULES
+
+
+class _ImportGuard:
+    """First on sys.meta_path: refuses the blocked modules with a clear message."""
+
+    def find_spec(self, name, path=None, target=None):
+        if _is_blocked(name):
+            _alarms.append(name)
+            raise ImportError(
+                f"solution.py cannot import `{name}`: the lab's code runs without access to the "
+                "host (JavaScript, the network, the file system, packages). Use the objects your "
+                "functions receive and the standard library.", name=name)
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+def _harden():
+    """Applied once per interpreter, before the learner's module first runs: the
+    blocked modules leave sys.modules (so `import js` cannot be served from the
+    cache) and Pyodide's finder for JavaScript modules leaves sys.meta_path."""
+    global _hardened
+    if not _hardened:
+        _hardened = True
+        sys.meta_path[:] = [_ImportGuard()] + [
+            f for f in sys.meta_path if type(f).__name__ != "JsFinder"]
+    for name in [n for n in sys.modules if _is_blocked(n)]:
+        del sys.modules[name]
+
+
+def alarms_json():
+    """What the hardening refused so far, as a JSON list (the CLI's sandbox asks)."""
+    return json.dumps(_alarms)
+
+
+# ---------------------------------------------------------------------------
 # Loading and calling
 
 
@@ -291,6 +343,7 @@ def load(source, functions_json, limit_s=8.0):
     cannot be graded at all, or {"timeout": message} when loading hit the limit."""
     global _solution, _timed_out, _limit_s
     _solution, _timed_out, _limit_s = None, False, float(limit_s)
+    _harden()
     _output.take()
     functions = json.loads(functions_json)
     # linecache lets tracebacks quote the learner's lines.

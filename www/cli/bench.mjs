@@ -1,0 +1,69 @@
+// The grading CLI's benchmark: 50 mixed submissions (correct, wrong, mutants,
+// errors, prints), graded through the pool (sandboxes, snapshot restores,
+// transcript replay: everything the CLI does) with --jobs 1 and --jobs 2.
+// Prints submissions per second, per-submission latency p50/p95 (the sandbox's
+// run plus the replay, from hand-out to report) and peak memory.
+// Run: node cli/bench.mjs [--n 50]   (./lab bench runs it after www/bench.mjs)
+import fs from 'node:fs';
+import os from 'node:os';
+import { createGradingPool } from './pool.mjs';
+import { loadGrader } from '../src/node_host.mjs';
+
+const nAt = process.argv.indexOf('--n');
+const N = nAt > 0 ? Number(process.argv[nAt + 1]) : 50;
+
+const pkg = await loadGrader();
+const lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
+const ref = lab.reference_py;
+const mut = (from, to) => (ref.includes(from) ? ref.replace(from, to) : ref);
+const kinds = [
+  ['correct', ref],
+  ['starter', lab.starter_py],
+  ['no-nx', mut('ttl=policy.claim_ttl_s, nx=True)', 'ttl=policy.claim_ttl_s)')],
+  ['prints', ref.replace('def deliver_once(task, provider, kv, policy):\n', 'def deliver_once(task, provider, kv, policy):\n    print("delivering", task.key)\n')],
+  ['raises', 'def deliver_once(task, provider, kv, policy):\n    raise ValueError("no")\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n'],
+  ['syntax', 'def deliver_once(task, provider, kv, policy)\n    return "sent"\n'],
+  ['correct', ref],
+  ['no-done-ttl', mut('ttl=DONE_TTL_S', 'ttl=None')],
+  ['import-js', 'import js\n'],
+  ['correct', ref],
+];
+const subs = Array.from({ length: N }, (_, i) => kinds[i % kinds.length]);
+
+function treeRssMb(pid) {
+  let total = 0;
+  try {
+    total = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+    for (const c of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) total += treeRssMb(Number(c));
+  } catch { /* gone */ }
+  return total;
+}
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+console.log(`grading CLI bench: ${N} mixed submissions (${[...new Set(kinds.map((k) => k[0]))].join(', ')}), ${os.cpus().length} cores`);
+for (const jobs of [1, 2]) {
+  let peak = 0;
+  const sampler = setInterval(() => { peak = Math.max(peak, treeRssMb(process.pid)); }, 50);
+  let t = performance.now();
+  const pool = createGradingPool({ jobs });
+  await pool.ready;
+  const startMs = performance.now() - t;
+  t = performance.now();
+  const cpu0 = process.cpuUsage();
+  const lines = await Promise.all(subs.map(([, source]) => pool.grade({ source }).then((s) => JSON.parse(s))));
+  const wall = (performance.now() - t) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const coordCpu = (cpu.user + cpu.system) / 1e6;
+  clearInterval(sampler);
+  await pool.close();
+  const lat = lines.filter((l) => l.duration_ms > 0).map((l) => l.duration_ms);
+  const counts = lines.reduce((m, l) => ({ ...m, [l.status]: (m[l.status] || 0) + 1 }), {});
+  console.log(`--jobs ${jobs}: ${(N / wall).toFixed(1)} submissions/s (${(N / wall / jobs).toFixed(1)} per sandbox), `
+    + `${wall.toFixed(1)} s for ${N}; latency p50 ${pct(lat, 50)} ms, p95 ${pct(lat, 95)} ms; `
+    + `startup ${(startMs / 1000).toFixed(1)} s; peak memory ${peak.toFixed(0)} MB (coordinator + sandboxes); `
+    + `coordinator CPU ${coordCpu.toFixed(1)} s (replays included); sandboxes started ${pool.stats.spawned}; ${JSON.stringify(counts)}`);
+}

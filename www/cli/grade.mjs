@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+// ./lab grade: grades learners' files again, where they cannot touch the grader.
+// Same engine, WASM grader, bridge.py and Pyodide as the page, hosted by Node:
+// the coordinator (this file, with pool.mjs) runs no learner code; sandbox.mjs
+// processes do. See www/cli/README.md.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createGradingPool, jsonLine, FORMATS } from './pool.mjs';
+
+const USAGE = `usage: ./lab grade [--lab deliver-once] [--format text|json|exercism|gradescope|gradescope-hidden]
+                   [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] FILE_OR_DIR...
+  A directory means every .py file in it (sorted). exercism and gradescope need --out DIR.
+  Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
+
+function usage(message) {
+  process.stderr.write(`grade: ${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const o = { lab: 'deliver-once', format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, files: [] };
+  const num = (name, v, { int = false, min = 0 } = {}) => {
+    const n = Number(v);
+    if (v === undefined || v === '' || !Number.isFinite(n) || (int && !Number.isInteger(n)) || n < min) usage(`${name} needs a ${int ? 'whole ' : ''}number${min ? ` of at least ${min}` : ''}, not ${v ?? 'nothing'}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i];
+    let v;
+    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
+    if (eq > 0) { v = a.slice(eq + 1); a = a.slice(0, eq); }
+    const take = () => (v !== undefined ? v : argv[++i]);
+    switch (a) {
+      case '--lab': o.lab = take(); if (!o.lab) usage('--lab needs a lab id'); break;
+      case '--format': o.format = take(); if (!FORMATS.includes(o.format)) usage(`--format must be one of ${FORMATS.join(', ')}, not ${o.format ?? 'nothing'}`); break;
+      case '--seed': o.seed = num('--seed', take(), { int: true }); if (o.seed > 0xffffffff) usage('--seed must fit in 32 bits'); break;
+      case '--timeout': o.timeout = num('--timeout', take(), { min: 0.1 }); break;
+      case '--jobs': o.jobs = num('--jobs', take(), { int: true, min: 1 }); break;
+      case '--memory': o.memory = num('--memory', take(), { int: true, min: 64 }); break;
+      case '--out': o.out = take(); if (!o.out) usage('--out needs a directory'); break;
+      case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
+      case '--': o.files.push(...argv.slice(i + 1)); i = argv.length; break;
+      default:
+        if (a.startsWith('-') && a !== '-') usage(`unknown option ${a}`);
+        o.files.push(argv[i]);
+    }
+  }
+  if (!o.files.length) usage('no submission given: name .py files or directories');
+  if (!o.format) o.format = process.stdout.isTTY ? 'text' : 'json';
+  if (['exercism', 'gradescope', 'gradescope-hidden'].includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
+  return o;
+}
+
+function collect(files) {
+  const list = [];
+  for (const f of files) {
+    let st;
+    try { st = fs.statSync(f); } catch { usage(`${f}: no such file or directory`); }
+    if (st.isDirectory()) {
+      const py = fs.readdirSync(f).filter((n) => n.endsWith('.py') && fs.statSync(path.join(f, n)).isFile()).sort();
+      if (!py.length) usage(`${f}: the directory has no .py files`);
+      list.push(...py.map((n) => path.join(f, n)));
+    } else list.push(f);
+  }
+  return list;
+}
+
+/** The file's text, or { error } when it is not UTF-8 (no test can run). */
+function readSubmission(file) {
+  const bytes = fs.readFileSync(file);
+  try {
+    let text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return { text };
+  } catch {
+    return { error: 'The file is not valid UTF-8 text, so no test ran. Save it as UTF-8.' };
+  }
+}
+
+const o = parseArgs(process.argv.slice(2));
+const files = collect(o.files);
+if (o.out) fs.mkdirSync(o.out, { recursive: true });
+
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
+const pool = createGradingPool({ jobs: Math.min(o.jobs, files.length), timeoutS: o.timeout ?? undefined, memoryMb: o.memory });
+try {
+  await pool.ready;
+} catch (e) {
+  process.stderr.write(`grade: the grader could not start: ${e.message}\n`);
+  process.exit(2);
+}
+
+const tty = process.stderr.isTTY && files.length > 1;
+let done = 0;
+function progress() {
+  if (!tty) return;
+  const w = 30;
+  const k = Math.round((done / files.length) * w);
+  process.stderr.write(`\r[${'#'.repeat(k)}${'.'.repeat(w - k)}] ${done}/${files.length}`);
+  if (done === files.length) process.stderr.write('\n');
+}
+progress();
+
+const outName = new Map();
+function outPath(file) {
+  let base = path.basename(file).replace(/\.py$/, '');
+  let name = `${base}.json`;
+  for (let n = 2; outName.has(name); n++) name = `${base}-${n}.json`;
+  outName.set(name, file);
+  return path.join(o.out, name);
+}
+
+const results = new Array(files.length);
+let printed = 0;
+const summary = { pass: 0, fail: 0, error: 0 };
+const started = performance.now();
+
+function flush() {
+  // Reports come out in the order of the files, whatever order they finish in.
+  while (printed < files.length && results[printed]) {
+    const { file, line, text } = results[printed++];
+    summary[line.status] = (summary[line.status] || 0) + 1;
+    if (o.format === 'json') process.stdout.write(`${JSON.stringify(line)}\n`);
+    else if (o.format === 'text') process.stdout.write(textBlock(file, line, text));
+    else {
+      const p = outPath(file);
+      fs.writeFileSync(p, text);
+      process.stdout.write(`${file}: ${line.status} ${line.passed}/${line.total} -> ${p}\n`);
+    }
+  }
+}
+
+function textBlock(file, line, text) {
+  const rule = '─'.repeat(Math.min(72, Math.max(20, file.length + 4)));
+  return `${rule}\n${file}  (${line.duration_ms} ms)\n${text.replace(/\s*$/, '')}\n\n`;
+}
+
+async function gradeOne(i) {
+  const file = files[i];
+  const read = readSubmission(file);
+  const formats = o.format === 'json' ? ['json'] : ['json', o.format];
+  const t0 = performance.now();
+  const out = read.error !== undefined
+    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats })
+    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats });
+  const line = JSON.parse(out.json);
+  line.file = file;
+  if (line.duration_ms == null) line.duration_ms = Math.round(performance.now() - t0);
+  const text = o.format === 'json' ? null : out[o.format];
+  results[i] = { file, line, text };
+  done++;
+  progress();
+  flush();
+}
+
+let code = 0;
+try {
+  await Promise.all(files.map((_, i) => gradeOne(i)));
+} catch (e) {
+  process.stderr.write(`\ngrade: ${e.message}\n`);
+  code = 2;
+}
+await pool.close();
+if (code === 0) {
+  const n = files.length;
+  const secs = ((performance.now() - started) / 1000).toFixed(1);
+  const line = `${n} submission${n === 1 ? '' : 's'}: ${summary.pass} pass, ${summary.fail} fail, ${summary.error} error (${secs} s)`;
+  if (o.format === 'json') process.stderr.write(`${line}\n`);
+  else process.stdout.write(`${line}\n`);
+  code = summary.pass === n ? 0 : 1;
+}
+process.stdout.write('', () => process.exit(code));

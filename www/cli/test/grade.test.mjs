@@ -1,0 +1,319 @@
+// The grading CLI: statuses, formats, exit codes, the hostile suite (each hostile
+// submission graded in one batch between correct and wrong ones, which must still
+// pass and fail), and the page-vs-CLI identical report.
+// Run: cd www && node --test cli/test/   (needs www/pkg; the page test needs /usr/bin/chromium)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadGrader } from '../../src/node_host.mjs';
+
+const WWW = fileURLToPath(new URL('../../', import.meta.url));
+const GRADE = path.join(WWW, 'cli/grade.mjs');
+const HOSTILE = path.join(WWW, 'cli/test/hostile');
+const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-test-'));
+fs.chmodSync(TMP, 0o755); // the sandbox probe runs as nobody
+const LIMIT = { timeout: 150_000 };
+
+let REFERENCE, STARTER, lab;
+
+/** Runs grade.mjs; resolves to { code, stdout, stderr }. */
+function grade(args, { input } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [GRADE, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function write(dir, name, text) {
+  fs.mkdirSync(dir, { recursive: true });
+  const p = path.join(dir, name);
+  fs.writeFileSync(p, text);
+  return p;
+}
+
+function expectations(source) {
+  const status = /^# expect-status: (\S+)/m.exec(source)?.[1];
+  const message = /^# expect-message: (.+)$/m.exec(source)?.[1];
+  return { status, message };
+}
+
+const allMessages = (line) => [line.message ?? '', ...line.tests.map((t) => t.message ?? '')].join('\n');
+
+before(async () => {
+  const pkg = await loadGrader();
+  lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
+  REFERENCE = lab.reference_py;
+  STARTER = lab.starter_py;
+});
+
+after(() => fs.rmSync(TMP, { recursive: true, force: true }));
+
+test('the hostile suite has at least 15 kinds, each stating its attack and outcome', () => {
+  const files = fs.readdirSync(HOSTILE).filter((f) => f.endsWith('.py'));
+  assert.ok(files.length >= 15, `${files.length} hostile files`);
+  for (const f of files) {
+    const src = fs.readFileSync(path.join(HOSTILE, f), 'utf8');
+    assert.match(src, /^# Attack: /m, `${f} states its attack`);
+    assert.match(src, /^# Expected: /m, `${f} states the expected outcome`);
+    assert.ok(expectations(src).status, `${f} has an expect-status line`);
+  }
+});
+
+test('hostile batch: every attack gets the truth, and correct/wrong submissions after each are graded right', LIMIT, async () => {
+  const dir = path.join(TMP, 'batch');
+  const hostile = fs.readdirSync(HOSTILE).filter((f) => f.endsWith('.py')).sort();
+  const expected = new Map();
+  hostile.forEach((f, i) => {
+    const n = String(i).padStart(2, '0');
+    const src = fs.readFileSync(path.join(HOSTILE, f), 'utf8');
+    expected.set(write(dir, `${n}-a-${f}`, src), { kind: 'hostile', name: f, ...expectations(src) });
+    expected.set(write(dir, `${n}-b-correct.py`, REFERENCE), { kind: 'correct' });
+    expected.set(write(dir, `${n}-c-wrong.py`, STARTER), { kind: 'wrong' });
+  });
+  const { code, stdout, stderr } = await grade(['--jobs', '2', '--timeout', '2', '--format', 'json', dir]);
+  assert.equal(code, 1, stderr);
+  const lines = stdout.trim().split('\n');
+  // One line per submission, nothing else: prints never reach the CLI's stdout.
+  assert.equal(lines.length, expected.size, stdout.slice(0, 2000));
+  assert.ok(!stdout.includes('FORGED'), 'a printed fake report line reached stdout');
+  const seen = new Set();
+  for (const l of lines) {
+    const line = JSON.parse(l);
+    const want = expected.get(line.file);
+    assert.ok(want, `unexpected file ${line.file}`);
+    seen.add(line.file);
+    for (const k of ['lab', 'status', 'passed', 'failed', 'total', 'score', 'max_score', 'seed', 'duration_ms', 'tests']) assert.ok(k in line, `${k} in ${line.file}`);
+    if (want.kind === 'correct') assert.equal(line.status, 'pass', `${line.file}: ${allMessages(line).slice(0, 800)}`);
+    else if (want.kind === 'wrong') {
+      assert.equal(line.status, 'fail', line.file);
+      assert.equal(line.passed, 0, line.file);
+    } else {
+      if (want.status.startsWith('!')) assert.notEqual(line.status, want.status.slice(1), `${want.name}: ${allMessages(line).slice(0, 500)}`);
+      else assert.equal(line.status, want.status, `${want.name}: ${allMessages(line).slice(0, 500)}`);
+      if (want.message) assert.ok(allMessages(line).includes(want.message), `${want.name}: message should include ${want.message}; got ${allMessages(line).slice(0, 500)}`);
+      if (line.status === 'error') assert.ok(line.message, `${want.name}: an error carries a message`);
+    }
+  }
+  assert.equal(seen.size, expected.size);
+});
+
+test('exit codes: 0 when all pass, 1 when any fails, 2 for usage errors', LIMIT, async () => {
+  const ok = write(path.join(TMP, 'ok'), 'alice.py', REFERENCE);
+  let r = await grade(['--format', 'json', ok]);
+  assert.equal(r.code, 0, r.stderr);
+  const line = JSON.parse(r.stdout);
+  assert.equal(line.status, 'pass');
+  assert.equal(line.file, ok);
+  assert.equal(line.seed, lab.default_seed);
+  assert.match(line.replay, /^\.\/lab grade --lab deliver-once --seed \d+ solution\.py$/);
+  r = await grade(['--format', 'json', '--seed', '7', ok, write(path.join(TMP, 'ko'), 'bob.py', STARTER)]);
+  assert.equal(r.code, 1);
+  assert.deepEqual(r.stdout.trim().split('\n').map((l) => JSON.parse(l).seed), [7, 7]);
+  for (const args of [[], ['--format', 'yaml', ok], ['--jobs', 'x', ok], ['--bogus', ok], ['--format', 'exercism', ok], [path.join(TMP, 'missing.py')]]) {
+    r = await grade(args);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /grade: .+\n.*usage/s);
+  }
+});
+
+test('files that cannot be graded: empty, whitespace, not UTF-8, no functions, syntax error', LIMIT, async () => {
+  const dir = path.join(TMP, 'ungradable');
+  write(dir, 'a-empty.py', '');
+  write(dir, 'b-blank.py', '  \n\t\n');
+  fs.writeFileSync(path.join(dir, 'c-latin1.py'), Buffer.from([0x23, 0x20, 0xe9, 0xff, 0x0a]));
+  write(dir, 'd-nofunctions.py', 'X = 1\n');
+  write(dir, 'e-syntax.py', 'def deliver_once(:\n');
+  write(dir, 'notes.txt', 'not a submission');
+  const r = await grade(['--format', 'json', dir]);
+  assert.equal(r.code, 1);
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(lines.map((l) => path.basename(l.file)), ['a-empty.py', 'b-blank.py', 'c-latin1.py', 'd-nofunctions.py', 'e-syntax.py']);
+  for (const l of lines) assert.equal(l.status, 'error', l.file);
+  assert.match(lines[0].message, /empty/);
+  assert.match(lines[2].message, /UTF-8/);
+  assert.match(lines[3].message, /defines neither/);
+  assert.match(lines[4].message, /could not be compiled/);
+});
+
+test('formats: text table and summary; exercism and gradescope results.json files under --out', LIMIT, async () => {
+  const dir = path.join(TMP, 'formats');
+  write(dir, 'alice.py', REFERENCE);
+  write(dir, 'bob.py', STARTER);
+  write(dir, 'carol.py', '');
+  let r = await grade(['--format', 'text', dir]);
+  assert.equal(r.code, 1);
+  assert.match(r.stdout, /alice\.py/);
+  assert.match(r.stdout, /PASS/);
+  assert.match(r.stdout, /FAIL/);
+  assert.match(r.stdout, /replay with: \.\/lab grade --lab deliver-once --seed \d+ solution\.py/);
+  assert.match(r.stdout, /3 submissions: 1 pass, 1 fail, 1 error/);
+  for (const format of ['exercism', 'gradescope']) {
+    const out = path.join(TMP, `out-${format}`);
+    r = await grade(['--format', format, '--out', out, dir]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.deepEqual(fs.readdirSync(out).sort(), ['alice.json', 'bob.json', 'carol.json']);
+    const alice = JSON.parse(fs.readFileSync(path.join(out, 'alice.json'), 'utf8'));
+    const bob = JSON.parse(fs.readFileSync(path.join(out, 'bob.json'), 'utf8'));
+    const carol = JSON.parse(fs.readFileSync(path.join(out, 'carol.json'), 'utf8'));
+    if (format === 'exercism') {
+      assert.equal(alice.version, 3);
+      assert.equal(alice.status, 'pass');
+      assert.equal(bob.status, 'fail');
+      assert.equal(carol.status, 'error');
+    } else {
+      assert.equal(alice.score, alice.max_score ?? alice.score);
+      assert.ok(Array.isArray(alice.tests) && alice.tests.every((t) => t.status === 'passed'));
+      assert.ok(bob.tests.some((t) => t.status === 'failed'));
+      assert.ok(typeof carol.output === 'string' || carol.tests);
+    }
+  }
+});
+
+test('the page and the CLI give the same report for the same source and seed', LIMIT, async (t) => {
+  const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+  if (!fs.existsSync(CHROMIUM)) return t.skip('no chromium');
+  const { chromium } = await import('playwright-core');
+  const root = path.join(TMP, 'site');
+  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', root], { cwd: WWW, stdio: 'ignore' });
+  const server = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    server.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
+    server.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));
+  });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'] });
+  try {
+    const page = await browser.newPage();
+    await page.goto(url);
+    await page.waitForFunction(() => window.deliveryLab);
+    await page.evaluate(() => window.deliveryLab.ready);
+    const sources = {
+      correct: REFERENCE,
+      wrong: STARTER,
+      prints: REFERENCE.replace('def deliver_once(task, provider, kv, policy):\n', 'def deliver_once(task, provider, kv, policy):\n    print("hello from", task.key)\n'),
+      raises: 'def deliver_once(task, provider, kv, policy):\n    raise ValueError("nope")\n\ndef next_step(task, result, now, policy, rng):\n    return ("retry", 1.0)\n',
+    };
+    for (const [name, source] of Object.entries(sources)) {
+      const file = write(path.join(TMP, 'same'), `${name}.py`, source);
+      const pageReport = await page.evaluate(async (src) => {
+        window.deliveryLab.setCode(src);
+        return window.deliveryLab.run();
+      }, source);
+      const r = await grade(['--format', 'json', file]);
+      const cli = JSON.parse(r.stdout);
+      const { file: f, duration_ms: d, ...cliRest } = cli;
+      // The CLI's line is a projection of the engine's report: compare field by field.
+      const fromPage = JSON.parse(JSON.stringify({
+        lab: pageReport.lab, status: pageReport.status, passed: pageReport.passed, failed: pageReport.failed,
+        total: pageReport.total, score: pageReport.score, max_score: pageReport.max_score, seed: pageReport.seed,
+        tests: pageReport.tests.map((x) => ({ name: x.name, kind: x.kind, status: x.status, ...(x.kind === 'example' && x.message != null ? { message: x.message } : {}) })),
+        replay: pageReport.replay,
+        ...(pageReport.status === 'error' && pageReport.message != null ? { message: pageReport.message } : {}),
+      }));
+      assert.deepEqual(cliRest, fromPage, `${name}: the page and the CLI disagree`);
+      assert.equal(f, file);
+      assert.equal(typeof d, 'number');
+    }
+  } finally {
+    await browser.close();
+    server.kill();
+  }
+});
+
+test('the pool module API: grade() in json and other formats, queued(), close()', LIMIT, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const pool = createGradingPool({ jobs: 1 });
+  await pool.ready;
+  const [a, b] = await Promise.all([
+    pool.grade({ lab: 'deliver-once', source: REFERENCE, seed: 3 }),
+    pool.grade({ lab: 'deliver-once', source: STARTER, seed: 3, format: 'exercism' }),
+  ]);
+  const line = JSON.parse(a);
+  assert.equal(line.file, null);
+  assert.equal(line.status, 'pass');
+  assert.equal(line.seed, 3);
+  assert.equal(JSON.parse(b).status, 'fail');
+  assert.equal(pool.queued(), 0);
+  await pool.close();
+  await assert.rejects(pool.grade({ source: REFERENCE }));
+});
+
+test('the sandbox boundary: no network interface, no host files, no child processes, no code from strings', LIMIT, async () => {
+  const { networkIsolation } = await import('../pool.mjs');
+  if (!networkIsolation()) return;
+  // A script run exactly as a sandbox is (same command line), but a probe.
+  const probe = write(TMP, 'probe.mjs', `
+    import fs from 'node:fs';
+    import cp from 'node:child_process';
+    import net from 'node:net';
+    const r = {};
+    try { fs.readFileSync('/etc/passwd'); r.read = 'allowed'; } catch (e) { r.read = e.code; }
+    try { fs.writeFileSync('/tmp/x-sandbox-probe', 'x'); r.write = 'allowed'; } catch (e) { r.write = e.code; }
+    try { cp.execFileSync('/bin/true'); r.spawn = 'allowed'; } catch (e) { r.spawn = e.code; }
+    try { new Function('return 1')(); r.codegen = 'allowed'; } catch (e) { r.codegen = e.name; }
+    r.env = Object.keys(process.env).filter((k) => !k.startsWith('NODE_CHANNEL'));
+    r.uid = process.getuid();
+    const s = net.connect({ host: '1.1.1.1', port: 80 });
+    s.on('error', (e) => { r.net = e.code; process.send(r); process.exit(0); });
+    s.on('connect', () => { r.net = 'connected'; process.send(r); process.exit(0); });
+  `);
+  const { sandboxSpawnArgs } = await import('../pool.mjs');
+  const { cmd, args } = sandboxSpawnArgs(probe);
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {} });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const r = await new Promise((resolve, reject) => {
+    child.on('message', resolve);
+    child.on('exit', (code) => reject(new Error(`probe exited ${code}: ${err}`)));
+  });
+  child.kill('SIGKILL');
+  assert.equal(r.read, 'ERR_ACCESS_DENIED');
+  assert.equal(r.write, 'ERR_ACCESS_DENIED');
+  assert.equal(r.spawn, 'ERR_ACCESS_DENIED');
+  assert.equal(r.codegen, 'EvalError');
+  assert.deepEqual(r.env, []);
+  assert.equal(r.uid, 65534);
+  assert.ok(['ENETUNREACH', 'EACCES', 'ERR_ACCESS_DENIED', 'EHOSTUNREACH'].includes(r.net), r.net);
+  assert.ok(!fs.existsSync('/tmp/x-sandbox-probe'));
+});
+
+test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const pool = createGradingPool({ jobs: 1, memoryMb: 256, timeoutS: 20 });
+  await pool.ready;
+  const bomb = 'hog = []\ndef deliver_once(task, provider, kv, policy):\n    while True:\n        hog.append(bytearray(16 * 1024 * 1024))\n\ndef next_step(task, result, now, policy, rng):\n    return None\n';
+  const line = JSON.parse(await pool.grade({ source: bomb }));
+  await pool.close();
+  assert.equal(line.status, 'fail');
+  assert.ok(allMessages(line).includes('MemoryError'), allMessages(line).slice(0, 500));
+  assert.ok(pool.stats.peakRssMb < 256 + 1024, `peak RSS ${pool.stats.peakRssMb} MB`);
+});
+
+test('clean interpreter: after poisoning, the same sandbox process grades the next submissions right', LIMIT, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const pool = createGradingPool({ jobs: 1 });
+  await pool.ready;
+  const poison = ['poison_builtins.py', 'poison_bridge.py', 'raises_baseexceptions.py', 'frames_and_heap.py']
+    .map((f) => fs.readFileSync(path.join(HOSTILE, f), 'utf8'));
+  // A tracer and a seeded `random` that would change a correct solution's draws.
+  poison.push('import random, sys\nrandom.seed(99)\n_u = random.uniform\nrandom.uniform = lambda a, b: b\nsys.settrace(lambda *a: None)\n'
+    + 'def deliver_once(task, provider, kv, policy):\n    return "sent"\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n');
+  for (const source of poison) {
+    const bad = JSON.parse(await pool.grade({ source }));
+    assert.notEqual(bad.status, 'pass');
+    const good = JSON.parse(await pool.grade({ source: REFERENCE }));
+    assert.equal(good.status, 'pass', allMessages(good).slice(0, 500));
+    const wrong = JSON.parse(await pool.grade({ source: STARTER }));
+    assert.equal(wrong.status, 'fail');
+  }
+  // One sandbox process throughout: the fresh interpreter per submission is what
+  // kept the poison from the next one (no process was replaced).
+  assert.equal(pool.stats.spawned, 1);
+  await pool.close();
+});
