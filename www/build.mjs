@@ -1,5 +1,6 @@
 // Builds the page into www/dist/:
 //   main.js, worker.js, style.css   bundled by esbuild from src/
+//   embed.js                        the <delivery-lab> web component for host pages (src/embed.js)
 //   index.html                      copied
 //   pkg/                            the grader (from www/pkg, built by scripts/build-wasm.sh)
 //   pyodide/                        only the Pyodide files that loading needs
@@ -9,7 +10,12 @@
 // Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--out DIR]
 //   --dev        unminified, with source maps
 //   --no-wasm    use www/pkg as it is instead of running scripts/build-wasm.sh first
-//   --no-hidden  build the grader without the hidden tests (passed to build-wasm.sh)
+//   --no-hidden  build the grader without the hidden tests (cargo --no-default-features, in
+//                target/no-hidden, then wasm-bindgen) into target/pkg-no-hidden/, leaving
+//                www/pkg alone; the page then offers
+//                "Submit for grading" (POST grade, answered by serve.mjs --grading). The build
+//                fails if that grader still lists a hidden test. With --no-wasm it reuses
+//                target/pkg-no-hidden/ as it is.
 //   --out DIR    write somewhere other than www/dist (the e2e tests build their own copy)
 import * as esbuild from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -20,13 +26,17 @@ import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
-const PKG = path.join(WWW, 'pkg');
+const WWW_PKG = path.join(WWW, 'pkg');
+const NO_HIDDEN_PKG = path.join(WWW, '..', 'target', 'pkg-no-hidden');
 const PYODIDE = path.join(WWW, 'node_modules', 'pyodide');
 const args = process.argv.slice(2);
 const flag = (f) => args.includes(f);
 const outAt = args.indexOf('--out');
 const DIST = outAt >= 0 ? path.resolve(args[outAt + 1]) : path.join(WWW, 'dist');
 const dev = flag('--dev');
+const noHidden = flag('--no-hidden');
+// The grader this build ships: www/pkg, or the one without hidden tests.
+const PKG = noHidden ? NO_HIDDEN_PKG : WWW_PKG;
 
 // What loadPyodide() fetches, and nothing else (no console pages, no maps).
 const PYODIDE_FILES = ['pyodide.mjs', 'pyodide.asm.mjs', 'pyodide.asm.wasm', 'python_stdlib.zip', 'pyodide-lock.json'];
@@ -41,24 +51,61 @@ function buildWasm() {
   // The engine's own script, so the page always ships the grader of this tree.
   const script = path.join(WWW, '..', 'scripts', 'build-wasm.sh');
   if (!fs.existsSync(script)) fail(`${script} not found`);
-  console.log('build: scripts/build-wasm.sh');
-  execFileSync('bash', [script, ...(flag('--no-hidden') ? ['--no-hidden'] : [])], { stdio: 'inherit' });
+  if (!noHidden) {
+    console.log('build: scripts/build-wasm.sh');
+    execFileSync('bash', [script], { stdio: 'inherit' });
+    return;
+  }
+  // build-wasm.sh writes www/pkg, which other builds and the e2e tests read (in
+  // parallel under node --test): the grader without hidden tests is built here
+  // instead, the same way (opt-level z, wasm-bindgen at the pinned version, names
+  // stripped), in its own cargo target dir and into target/pkg-no-hidden.
+  const repo = path.join(WWW, '..');
+  const pinned = /^wasm-bindgen\s*=\s*"=([0-9.]+)"/m.exec(fs.readFileSync(path.join(repo, 'Cargo.toml'), 'utf8'))?.[1];
+  let installed = '';
+  try { installed = execFileSync('wasm-bindgen', ['--version'], { encoding: 'utf8' }).split(' ')[1]?.trim(); } catch { /* missing */ }
+  if (!pinned || installed !== pinned) fail(`wasm-bindgen-cli ${installed || 'is missing'}, the crate pins ${pinned}: run ./lab build once`);
+  console.log('build: the grader without hidden tests (cargo --no-default-features, wasm-bindgen) into target/pkg-no-hidden');
+  const targetDir = path.join(repo, 'target', 'no-hidden');
+  execFileSync('cargo', ['build', '--lib', '--target', 'wasm32-unknown-unknown', '--release', '--no-default-features', '--target-dir', targetDir],
+    { cwd: repo, stdio: 'inherit', env: { ...process.env, CARGO_PROFILE_RELEASE_OPT_LEVEL: 'z' } });
+  const tmp = `${NO_HIDDEN_PKG}.tmp-${process.pid}`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  execFileSync('wasm-bindgen', ['--target', 'web', '--out-dir', tmp, '--out-name', 'delivery_lab', '--remove-name-section', '--remove-producers-section',
+    path.join(targetDir, 'wasm32-unknown-unknown', 'release', 'delivery_lab.wasm')], { cwd: repo, stdio: 'inherit' });
+  // wasm-opt only from binaryen 116 on, as in build-wasm.sh (older ones break or bloat this module).
+  const wasmOpt = process.env.WASM_OPT || 'wasm-opt';
+  let optVersion = 0;
+  try { optVersion = Number(/version (\d+)/.exec(execFileSync(wasmOpt, ['--version'], { encoding: 'utf8' }))?.[1] || 0); } catch { /* none */ }
+  if (optVersion >= 116) {
+    const wasm = path.join(tmp, 'delivery_lab_bg.wasm');
+    execFileSync(wasmOpt, ['-Oz', '--skip-pass=inlining-optimizing', '--enable-bulk-memory', '--enable-nontrapping-float-to-int', '--enable-sign-ext',
+      '--enable-mutable-globals', '--enable-multivalue', '--enable-reference-types', wasm, '-o', `${wasm}.opt`], { stdio: 'inherit' });
+    fs.renameSync(`${wasm}.opt`, wasm);
+  }
+  fs.rmSync(NO_HIDDEN_PKG, { recursive: true, force: true });
+  fs.renameSync(tmp, NO_HIDDEN_PKG);
 }
 
 async function checkGrader() {
   for (const f of PKG_FILES) {
-    if (!fs.existsSync(path.join(PKG, f))) fail(`www/pkg/${f} is missing: run scripts/build-wasm.sh from the repo root first`);
+    if (!fs.existsSync(path.join(PKG, f))) {
+      fail(`${path.relative(path.join(WWW, '..'), PKG)}/${f} is missing: `
+        + (noHidden ? 'run node build.mjs --no-hidden without --no-wasm first' : 'run scripts/build-wasm.sh from the repo root first'));
+    }
   }
   // A grader that cannot instantiate would only fail in the browser; find out now.
   try {
     const pkg = await import(new URL(`file://${path.join(PKG, 'delivery_lab.js')}`).href);
     await pkg.default({ module_or_path: fs.readFileSync(path.join(PKG, 'delivery_lab_bg.wasm')) });
-    const lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
-    const hidden = lab.tests.filter((t) => t.kind === 'hidden').length;
-    if (!hidden) console.warn('build: note: this grader has no hidden tests (built with --no-hidden)');
-    return lab;
+    const grader = new pkg.Grader();
+    const labs = JSON.parse(grader.labs()).map((l) => l.id);
+    const hidden = labs.reduce((n, id) => n + JSON.parse(grader.lab(id)).tests.filter((t) => t.kind === 'hidden').length, 0);
+    if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);
+    if (!hidden) console.warn('build: note: this grader has no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
+    return { labs, hidden };
   } catch (e) {
-    fail(`www/pkg does not load (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
+    fail(`${path.relative(path.join(WWW, '..'), PKG)} does not load or is wrong (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
   }
 }
 
@@ -72,7 +119,7 @@ function copy(from, to) {
 async function main() {
   const t0 = performance.now();
   if (!flag('--no-wasm')) buildWasm();
-  await checkGrader();
+  const grader = await checkGrader();
   const pyodideVersion = JSON.parse(fs.readFileSync(path.join(PYODIDE, 'package.json'), 'utf8')).version;
 
   fs.rmSync(DIST, { recursive: true, force: true });
@@ -80,7 +127,7 @@ async function main() {
 
   await esbuild.build({
     absWorkingDir: WWW,
-    entryPoints: { main: 'src/main.js', worker: 'src/worker.js', style: 'src/style.css' },
+    entryPoints: { main: 'src/main.js', worker: 'src/worker.js', style: 'src/style.css', embed: 'src/embed.js' },
     outdir: DIST,
     bundle: true,
     format: 'esm',
@@ -110,6 +157,9 @@ async function main() {
   const build = {
     version,
     lab: 'deliver-once',
+    labs: grader.labs,
+    // false: the grader has no hidden tests; the page grades them with POST grade instead.
+    hidden: grader.hidden > 0,
     pyodideVersion,
     // One cache per app version; Pyodide's cache is named by its version only,
     // so every lab on this origin shares it and an app update does not re-download it.

@@ -9,7 +9,12 @@ import { Runner } from './runner.js';
 import { renderReport, h } from './results.js';
 import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes } from './offline.js';
 
-const LAB_ID = 'deliver-once';
+// ?embed: the compact layout for a host page's iframe, talking to the host by
+// postMessage (www/EMBED.md); ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…]
+// are the origins it trusts (default: its own).
+const params = new URLSearchParams(location.search);
+const EMBED = params.has('embed');
+const LAB_ID = params.get('lab') || 'deliver-once';
 const $ = (id) => document.getElementById(id);
 const storageKey = (k) => `delivery-lab:${LAB_ID}:${k}`;
 
@@ -21,8 +26,151 @@ const store = {
 
 const state = {
   build: null, grader: null, lab: null, editor: null, runner: null,
-  pythonReady: false, running: 0, lastReport: null, lastRun: null,
+  pythonReady: false, running: 0, lastReport: null, lastRun: null, runs: 0,
 };
+
+/** The page was built without hidden tests: the server grades them (POST grade). */
+const hiddenOnServer = () => state.build?.hidden === false;
+
+// ---------------------------------------------------------------------------
+// Embedding: the postMessage API, version 1 (www/EMBED.md)
+
+const PROTOCOL = { source: 'delivery-lab', version: 1 };
+const HOST_SOURCE = 'delivery-lab-host';
+const MAX_CODE = 64 * 1024;
+
+function parseOrigins(value) {
+  const out = [];
+  for (const o of (value || '').split(/[\s,]+/).filter(Boolean)) {
+    try {
+      const u = new URL(o);
+      // An origin only: scheme, host, port; never "*" or "null".
+      if (/^https?:$/.test(u.protocol) && u.origin !== 'null' && o.replace(/\/$/, '') === u.origin) out.push(u.origin);
+      else console.warn(`delivery-lab: host-origin "${o}" is not an origin (https://host[:port]); ignored`);
+    } catch {
+      console.warn(`delivery-lab: host-origin "${o}" is not an origin; ignored`);
+    }
+  }
+  return out;
+}
+
+const embed = {
+  enabled: EMBED,
+  // Without host-origin the lab trusts its own origin only.
+  hostOrigins: EMBED ? (params.has('host-origin') ? parseOrigins(params.get('host-origin')) : [location.origin]) : [],
+  ignored: 0,
+  log: [], // the last 50 ignored messages: {at, origin, type, reason}
+  sent: 0,
+  lastHeight: 0,
+};
+
+function toHost(type, data = {}) {
+  if (!EMBED || window.parent === window) return;
+  const message = { ...PROTOCOL, type, lab: LAB_ID, ...data };
+  // postMessage drops a message whose target origin is not the parent's: only a
+  // trusted host ever receives one.
+  for (const origin of embed.hostOrigins) window.parent.postMessage(message, origin);
+  embed.sent += 1;
+}
+
+function ignoreMessage(e, reason) {
+  embed.ignored += 1;
+  const type = typeof e.data?.type === 'string' ? e.data.type.slice(0, 40) : typeof e.data;
+  embed.log.push({ at: new Date().toISOString(), origin: e.origin, type, reason });
+  if (embed.log.length > 50) embed.log.shift();
+  console.debug(`delivery-lab: ignored a message (${reason}) from ${e.origin}: ${type}; ${embed.ignored} ignored so far`);
+}
+
+function onHostMessage(e) {
+  if (!embed.hostOrigins.includes(e.origin)) return ignoreMessage(e, 'untrusted origin');
+  if (e.source !== window.parent) return ignoreMessage(e, 'not from the host window');
+  const m = e.data;
+  if (!m || typeof m !== 'object' || m.source !== HOST_SOURCE) return ignoreMessage(e, 'not a delivery-lab host message');
+  const reply = (type, data) => toHost(type, { ...(m.id !== undefined ? { requestId: m.id } : {}), ...data });
+  if (m.version !== PROTOCOL.version) return reply('error', { message: `unsupported version ${m.version}; this lab speaks version ${PROTOCOL.version}` });
+  booted.then(() => {
+    switch (m.type) {
+      case 'set-code':
+        if (typeof m.code !== 'string' || m.code.length > MAX_CODE) return reply('error', { message: `set-code needs "code", a string of at most ${MAX_CODE} characters` });
+        state.editor.setCode(m.code);
+        return undefined;
+      case 'reset':
+        state.editor.setCode(state.lab.starter_py);
+        setStatus('Starter code restored. Ctrl+Z brings your code back.');
+        return undefined;
+      case 'run':
+        if (!$('run').disabled) runTests({ trigger: 'host', requestId: m.id });
+        else reply('error', { message: 'a run is already going; wait for its result' });
+        return undefined;
+      case 'submit':
+        if (!hiddenOnServer()) return reply('error', { message: 'this lab grades every test in the browser; send run' });
+        if (!$('submit').disabled) submitForGrading({ trigger: 'host', requestId: m.id });
+        else reply('error', { message: 'a submission is already going; wait for its result' });
+        return undefined;
+      case 'ping':
+        return sendReady();
+      default:
+        return reply('error', { message: `unknown message type ${JSON.stringify(m.type)}` });
+    }
+  }, () => {});
+  return undefined;
+}
+
+function sendReady() {
+  const tests = state.lab.tests;
+  toHost('ready', {
+    title: state.lab.title,
+    examples: tests.filter((t) => t.kind === 'example').length,
+    hidden: tests.filter((t) => t.kind === 'hidden').length,
+    hiddenOnServer: hiddenOnServer(),
+    timeLimitS: state.lab.time_limit_s,
+    crossOriginIsolated: !!globalThis.crossOriginIsolated,
+  });
+}
+
+/** The `result` message: the report's figures, and each test by name and status. */
+function resultMessage(report, extra) {
+  return {
+    status: report.status,
+    passed: report.passed, failed: report.failed, total: report.total,
+    score: report.score, maxScore: report.max_score, xp: report.xp,
+    allPassed: report.status === 'pass' && report.total > 0 && (extra.via === 'server' || !hiddenOnServer()),
+    examples: report.examples, hidden: report.hidden,
+    seed: report.seed,
+    message: report.message ?? null,
+    tests: report.tests.map((t) => ({ name: t.name, kind: t.kind, status: t.status, points: t.points, maxPoints: t.max_points })),
+    ...extra,
+  };
+}
+
+/**
+ * `resize`: the content's height, whenever it changes, so the host frame never
+ * scrolls. Chromium does not render a cross-origin frame that is off screen (no
+ * animation frames, no ResizeObserver callbacks), so DOM changes are watched too and
+ * the height is measured with a timer: reading it forces the layout it needs.
+ */
+function watchHeight() {
+  let timer = null;
+  const measure = () => {
+    timer = null;
+    const height = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    if (height === embed.lastHeight) return;
+    embed.lastHeight = height;
+    toHost('resize', { height });
+  };
+  const soon = () => { if (timer === null) timer = setTimeout(measure, 30); };
+  new ResizeObserver(soon).observe(document.documentElement);
+  new MutationObserver(soon).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+  document.addEventListener('toggle', soon, true); // <details> opened or closed
+  window.addEventListener('resize', soon);
+  measure();
+}
+
+if (EMBED) {
+  document.documentElement.classList.add('embed');
+  if (params.get('instructions') === 'hide') document.documentElement.classList.add('no-instructions');
+  window.addEventListener('message', onHostMessage);
+}
 
 function setStatus(text, kind = '') {
   const el = $('status');
@@ -118,8 +266,11 @@ function startPython() {
   return ready;
 }
 
-async function runTests() {
+async function runTests({ trigger = 'learner', requestId } = {}) {
   performance.mark('run-click');
+  const runId = ++state.runs;
+  const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
+  toHost('run-started', { ...ids, via: 'browser' });
   state.running += 1;
   $('run').disabled = true;
   $('results').setAttribute('aria-busy', 'true');
@@ -147,23 +298,106 @@ async function runTests() {
   state.lastRun = { ms, wallMs: outcome.wallMs ?? null, stopped };
   const results = $('results');
   results.hidden = false;
-  renderReport(results, report, { ms, stopped, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n) });
+  renderReport(results, report, {
+    ms, stopped, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), hiddenOnServer: hiddenOnServer(), via: 'browser',
+  });
   performance.mark('results-drawn');
   performance.measure('run-to-results', 'run-click', 'results-drawn');
   // The next frame is when the learner can see it.
   requestAnimationFrame(() => performance.mark('results-painted'));
 
-  if (report.status === 'pass') {
-    if (!earnedXp()) store.set('xp', JSON.stringify({ xp: report.xp, at: new Date().toISOString() }));
-    showXp();
-  }
-  // Results below the fold are scrolled to, without a jump when they are in view.
-  results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+  // Without the hidden tests a pass is the examples only: the XP waits for the server.
+  if (report.status === 'pass' && !hiddenOnServer()) earnXp(report);
+  // Results below the fold are scrolled to, without a jump when they are in view
+  // (not when a host page asked for the run: its page is not ours to scroll).
+  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
   if (outcome.failed) setStatus(report.message, 'error');
   else if (report.status === 'error') setStatus('Your code could not be graded; the message below says why.', 'error');
   else if (stopped === 'terminated') setStatus(`Stopped after ${limitS()} s and restarted Python. Your code is unchanged; fix the loop and run again.`, 'error');
   else if (stopped) setStatus(`Interrupted at the ${limitS()} s limit. Your code is unchanged.`, 'error');
+  else if (hiddenOnServer() && report.status === 'pass') setStatus('Every example passes. “Submit for grading” runs the hidden tests on the course’s server.');
   else setStatus(`Graded in ${(ms / 1000).toFixed(2)} s. Ctrl+Enter runs again; each run stops after ${limitS()} s.`);
+  toHost('result', resultMessage(report, { ...ids, via: 'browser', stopped: stopped ?? null }));
+  return report;
+}
+
+function earnXp(report) {
+  if (!earnedXp()) store.set('xp', JSON.stringify({ xp: report.xp, at: new Date().toISOString() }));
+  showXp();
+}
+
+// ---------------------------------------------------------------------------
+// Submit for grading (a page built without hidden tests; serve.mjs --grading)
+
+/** What the server's answer means for the learner, when it is not a report. */
+async function submitError(res) {
+  let error = '';
+  try { error = (await res.json()).error || ''; } catch { /* not JSON */ }
+  if (res.status === 429) {
+    const after = Number(res.headers.get('Retry-After')) || 2;
+    return `The grading server is busy; try again in ${after} s.`;
+  }
+  if (res.status === 413) return 'Your code is too large to submit.';
+  if (res.status === 405 && !error) return 'This page\'s server does not grade submissions (it is started with ./lab serve --no-hidden --grading).';
+  return `The grading server refused the submission (${res.status})${error ? `: ${error}` : '.'}`;
+}
+
+/**
+ * The server answers with the grading CLI's json line (file, lab, status, passed,
+ * failed, total, score, max_score, seed, duration_ms, tests [{name, kind, status,
+ * message?}], replay): the tallies and XP the page draws are worked out from it.
+ */
+function fromServer(line) {
+  const tally = (kind) => {
+    const tests = line.tests.filter((t) => t.kind === kind);
+    return { passed: tests.filter((t) => t.status === 'pass').length, total: tests.length };
+  };
+  return {
+    ...line,
+    examples: line.examples ?? tally('example'),
+    hidden: line.hidden ?? tally('hidden'),
+    xp: line.xp ?? (line.status === 'pass' ? state.lab.xp : 0),
+  };
+}
+
+async function submitForGrading({ trigger = 'learner', requestId } = {}) {
+  const runId = ++state.runs;
+  const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
+  const button = $('submit');
+  button.disabled = true;
+  $('results').setAttribute('aria-busy', 'true');
+  toHost('run-started', { ...ids, via: 'server' });
+  setStatus('Submitted: the server is running every test, hidden ones included…', 'busy');
+  let report = null;
+  let problem = null;
+  try {
+    const res = await fetch(new URL('grade', location.href), {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ lab: LAB_ID, source: state.editor.getCode() }),
+    });
+    if (res.ok) report = fromServer(await res.json());
+    else problem = await submitError(res);
+  } catch (e) {
+    problem = `The grading server could not be reached (${e.message || e}). Your code is unchanged; try again when you are online.`;
+  } finally {
+    button.disabled = false;
+    $('results').removeAttribute('aria-busy');
+  }
+  if (!report) {
+    setStatus(problem, 'error');
+    toHost('error', { ...ids, via: 'server', message: problem });
+    return { error: problem };
+  }
+  state.lastReport = report;
+  const results = $('results');
+  results.hidden = false;
+  renderReport(results, report, { limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), via: 'server' });
+  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+  if (report.status === 'pass') earnXp(report);
+  setStatus(report.status === 'error' ? 'Your code could not be graded; the message below says why.'
+    : `Graded by the server: ${report.passed} of ${report.total} tests pass, hidden ones included.`, report.status === 'pass' ? '' : 'error');
+  toHost('result', resultMessage(report, { ...ids, via: 'server', stopped: null }));
   return report;
 }
 
@@ -203,13 +437,16 @@ async function boot() {
 
   await graderLoaded;
   state.grader = new Grader();
+  const known = JSON.parse(state.grader.labs()).map((l) => l.id);
+  if (!known.includes(LAB_ID)) throw new Error(`there is no lab "${LAB_ID}" here (labs: ${known.join(', ')})`);
   const lab = JSON.parse(state.grader.lab(LAB_ID));
   state.lab = lab;
   state.runner.limitS = lab.time_limit_s;
 
   $('lab-meta').replaceChildren(
     h('span.chip', lab.level), h('span.chip', `about ${lab.minutes} min`),
-    h('span.chip', `${lab.tests.filter((t) => t.kind === 'example').length} examples, ${lab.tests.filter((t) => t.kind === 'hidden').length} hidden tests`));
+    h('span.chip', hiddenOnServer() ? `${lab.tests.filter((t) => t.kind === 'example').length} examples here, hidden tests on the server`
+      : `${lab.tests.filter((t) => t.kind === 'example').length} examples, ${lab.tests.filter((t) => t.kind === 'hidden').length} hidden tests`));
   renderInstructions(lab.instructions_md);
 
   const saved = store.get('code');
@@ -226,12 +463,20 @@ async function boot() {
   });
 
   $('run').addEventListener('click', () => runTests());
+  if (hiddenOnServer()) {
+    $('submit').hidden = false;
+    $('submit').addEventListener('click', () => submitForGrading());
+  }
   $('reset').addEventListener('click', () => {
     state.editor.setCode(lab.starter_py);
     setStatus('Starter code restored. Ctrl+Z brings your code back.');
     state.editor.focus();
   });
   $('compare').addEventListener('click', openCompare);
+  if (EMBED) {
+    watchHeight();
+    sendReady();
+  }
   $('compare-close').addEventListener('click', () => $('compare-view').close());
   showXp();
 
@@ -247,6 +492,7 @@ const booted = boot();
 booted.catch((e) => {
   console.error(e);
   $('instructions').replaceChildren(h('p.error', `The lab could not start: ${e.message || e}`));
+  toHost('error', { message: `The lab could not start: ${e.message || e}` });
 });
 
 function needEditor() {
@@ -265,6 +511,10 @@ window.deliveryLab = {
   getCode() { needEditor(); return state.editor.getCode(); },
   /** Runs the tests on the editor's code; resolves to the report (the engine's JSON, parsed). */
   run() { return booted.then(() => runTests()); },
+  /** A page built without hidden tests: sends the code to POST grade; resolves to the server's report (or {error}). */
+  submit() { return booted.then(() => submitForGrading()); },
+  /** Embedding: { enabled, hostOrigins, ignored, log, sent }; ignored counts messages from untrusted origins. */
+  get embed() { return embed; },
   get lastReport() { return state.lastReport; },
   /** Timings of the last run: ms in the worker's engine, wallMs from posting it to its report. */
   get lastRun() { return state.lastRun; },

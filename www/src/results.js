@@ -115,14 +115,18 @@ function messageBlock(message, onGoToLine) {
 /**
  * @param {HTMLElement} root
  * @param {object} report the engine's report
- * @param {{stopped?:string|null, ms?:number|null, limitS:number, onGoToLine?:Function}} info
+ * @param {{stopped?:string|null, ms?:number|null, limitS:number, onGoToLine?:Function,
+ *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info
  */
 export function renderReport(root, report, info) {
   const examples = report.tests.filter((t) => t.kind === 'example');
   const hidden = report.tests.filter((t) => t.kind === 'hidden');
   const timedOut = report.tests.some((t) => t.status === 'timeout');
+  // hiddenOnServer: a page built without hidden tests graded only the examples.
+  const onServer = !!info.hiddenOnServer && !hidden.length && report.status !== 'error';
   const allPass = report.status === 'pass';
-  const headline = allPass ? `All ${report.total} tests pass`
+  const headline = allPass && onServer ? `All ${report.total} examples pass`
+    : allPass ? `All ${report.total} tests pass`
     : report.status === 'error' ? 'Your code could not be graded'
       : timedOut ? `Stopped at the ${info.limitS} s limit`
         : `${report.passed} of ${report.total} tests pass`;
@@ -130,8 +134,10 @@ export function renderReport(root, report, info) {
     h('div.headline', headline),
     h('div.tallies',
       h('span.tally', `examples ${report.examples.passed}/${report.examples.total}`),
-      h('span.tally', `hidden ${report.hidden.passed}/${report.hidden.total}`),
-      allPass ? h('span.xp', `+${report.xp} XP`) : null,
+      onServer ? h('span.tally', 'hidden: graded on the server')
+        : h('span.tally', `hidden ${report.hidden.passed}/${report.hidden.total}`),
+      allPass && !onServer ? h('span.xp', `+${report.xp} XP`) : null,
+      info.via === 'server' ? h('span.tally.server', 'graded by the server') : null,
       info.ms != null ? h('span.timing', `graded in ${(info.ms / 1000).toFixed(2)} s`) : null));
 
   const notes = [];
@@ -150,6 +156,7 @@ export function renderReport(root, report, info) {
       examples.map((t) => renderExample(t, info))),
     h('section.hidden',
       h('h3', 'Hidden tests ', h('small', 'names only')),
+      onServer ? h('p.hint.on-server', 'The hidden tests stay on the course’s server: press “Submit for grading” to run them.') : null,
       report.hidden.passed < report.hidden.total && report.status !== 'error'
         ? h('p.hint', 'Each name says what it checks; the rules behind them are under “What the tests check” in the lab.')
         : null,
