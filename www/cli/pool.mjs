@@ -348,7 +348,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
       }
     }
     const r = outcome.result;
-    const unfit = !r || r.tainted || (r.alarms && r.alarms.length) || out.interfered || slot.count >= RECYCLE_AFTER;
+    // Refused imports alone (r.alarms) keep the sandbox: see sandbox.mjs.
+    const unfit = !r || r.tainted || out.interfered || slot.count >= RECYCLE_AFTER;
     if (unfit && slot.child) recycle(slot);
     job.resolve(out.text);
     pump();

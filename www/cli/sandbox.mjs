@@ -148,18 +148,23 @@ async function grade({ id, source, seed }) {
   }
   const ms = performance.now() - t0;
   let alarm = [];
+  let unanswered = false;
   try {
     alarm = JSON.parse(alarms());
   } catch {
     alarm = ['the bridge could not be asked for its alarms'];
+    unanswered = true;
   }
-  const tainted = !sameFingerprint(clean, fingerprint());
+  const tainted = unanswered || !sameFingerprint(clean, fingerprint());
   try {
     send({ type: 'result', id, report: report && JSON.stringify(report), transcript, failure, ms, alarms: alarm, tainted, diff });
   } catch (e) {
     send({ type: 'result', id, report: null, transcript: [], failure: `the result could not be sent: ${e && e.message}`, ms, alarms: alarm, tainted: true });
   }
-  if (tainted || alarm.length) {
+  // A refused import (an alarm) means the first wall held; the process is kept
+  // unless its JavaScript realm changed, since the next submission gets a fresh
+  // interpreter and its verdict is replayed outside anyway.
+  if (tainted) {
     // Unfit for another submission: the coordinator replaces this process.
     setTimeout(() => exit(3), 10);
     await new Promise(() => {});

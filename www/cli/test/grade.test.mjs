@@ -299,7 +299,10 @@ test('clean interpreter: after poisoning, the same sandbox process grades the ne
   const { createGradingPool } = await import('../pool.mjs');
   const pool = createGradingPool({ jobs: 1 });
   await pool.ready;
-  const poison = ['poison_builtins.py', 'poison_bridge.py', 'raises_baseexceptions.py', 'frames_and_heap.py']
+  // import_js.py and pyodide_js.py raise hardening alarms: a refused import keeps
+  // the process (the first wall held), and the next submission is still clean.
+  const poison = ['poison_builtins.py', 'poison_bridge.py', 'raises_baseexceptions.py', 'frames_and_heap.py',
+    'import_js.py', 'pyodide_js.py']
     .map((f) => fs.readFileSync(path.join(HOSTILE, f), 'utf8'));
   // A tracer and a seeded `random` that would change a correct solution's draws.
   poison.push('import random, sys\nrandom.seed(99)\n_u = random.uniform\nrandom.uniform = lambda a, b: b\nsys.settrace(lambda *a: None)\n'
