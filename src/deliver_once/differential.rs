@@ -3,66 +3,37 @@
 //! the smallest failing input it found.
 
 use super::case::{Call, DifferentialSpec};
-use super::check::{compare, run_learner, run_reference, Mismatch};
 use super::model::{Policy, SendResult, Task, TaskKind, DONE_TTL_S};
-use super::suite::{failure_message, Outcome};
+use super::suite::{play, Outcome};
 use super::world::World;
 use super::Solution;
-use crate::report::{TestStatus, TraceStep};
+use crate::report::TestStatus;
 use crate::rng::SeededRng;
-use crate::value::{float_repr, LearnerError};
+use crate::value::float_repr;
 
 /// At most this many candidate inputs are tried while shrinking.
 const SHRINK_BUDGET: usize = 400;
-
-struct Failure {
-    mismatch: Mismatch,
-    message: String,
-    trace: Vec<TraceStep>,
-}
 
 /// A random input for one of the learner's functions.
 trait Scenario: Clone + PartialEq {
     fn describe(&self) -> String;
     /// Simpler variants of this input; each moves one field toward a plain value.
     fn simpler(&self) -> Vec<Self>;
-    /// The calls this input makes, at their clock times, and the world they run in.
-    fn calls(&self) -> (World, Vec<(f64, Call)>);
+    /// The world this input's calls run in, as it is before the first.
+    fn world(&self) -> World;
+    /// The calls this input makes, at their clock times.
+    fn calls(&self) -> Vec<(f64, Call)>;
 
-    fn check(
-        &self,
-        solution: &mut dyn Solution,
-    ) -> Result<Option<Failure>, (LearnerError, String)> {
-        let (ref_world, _) = self.calls();
-        let (world, calls) = self.calls();
-        let mut trace = Vec::new();
-        for (t_s, call) in calls {
-            ref_world.advance_to(t_s);
-            world.advance_to(t_s);
-            let expected = run_reference(&ref_world, &call);
-            let actual = run_learner(solution, &world, &call);
-            let where_ = format!("At t={} s: {}", float_repr(t_s), call.text());
-            let events: Vec<_> = actual.events.iter().map(|e| e.to_trace()).collect();
-            let value = match actual.returned {
-                Ok(v) => v,
-                Err(e) => return Err((e, where_)),
-            };
-            trace.push(TraceStep {
-                t_s,
-                call: call.text(),
-                events,
-                returned: Some(value.to_string()),
-            });
-            if let Some(mismatch) = compare(&call, &expected, &actual.events, &value) {
-                let message = failure_message(&mismatch, &where_, &trace);
-                return Ok(Some(Failure {
-                    mismatch,
-                    message,
-                    trace,
-                }));
-            }
-        }
-        Ok(None)
+    fn check(&self, solution: &mut dyn Solution) -> Outcome {
+        let calls = self.calls();
+        let steps = calls.iter().map(|(t_s, call)| (*t_s, call));
+        play(
+            solution,
+            &self.world(),
+            &self.world(),
+            steps,
+            |_, t_s, call| format!("At t={} s: {}", float_repr(t_s), call.text()),
+        )
     }
 }
 
@@ -98,25 +69,32 @@ fn first_failure<S: Scenario>(
             i + 1,
             inputs.len()
         );
-        match input.check(solution) {
-            Ok(None) => {}
-            Ok(Some(failure)) => {
-                let (small, failure, steps) = shrink(solution, input.clone(), failure);
+        let outcome = input.check(solution);
+        match outcome.status {
+            TestStatus::Pass => {}
+            TestStatus::Fail => {
+                let (small, failure, steps) = shrink(solution, input.clone(), outcome);
                 let message = format!(
                     "{header}\nSmallest failing input found ({steps} simplifications):\n{}\n\n{}",
                     small.describe(),
-                    failure.message
+                    failure.message.unwrap_or_default()
                 );
                 return Some(Outcome {
-                    status: TestStatus::Fail,
-                    mismatch: Some(failure.mismatch),
                     message: Some(message),
-                    trace: failure.trace,
+                    ..failure
                 });
             }
-            Err((err, where_)) => {
-                let context = format!("{header}\nInput:\n{}\n{where_}", input.describe());
-                return Some(Outcome::error(&err, context, Vec::new()));
+            TestStatus::Error | TestStatus::Timeout => {
+                let message = format!(
+                    "{header}\nInput:\n{}\n{}",
+                    input.describe(),
+                    outcome.message.unwrap_or_default()
+                );
+                return Some(Outcome {
+                    message: Some(message),
+                    trace: Vec::new(),
+                    ..outcome
+                });
             }
         }
     }
@@ -126,8 +104,8 @@ fn first_failure<S: Scenario>(
 fn shrink<S: Scenario>(
     solution: &mut dyn Solution,
     mut input: S,
-    mut failure: Failure,
-) -> (S, Failure, usize) {
+    mut failure: Outcome,
+) -> (S, Outcome, usize) {
     let (mut tries, mut steps) = (0, 0);
     'simplify: while tries < SHRINK_BUDGET {
         for candidate in input.simpler() {
@@ -135,8 +113,9 @@ fn shrink<S: Scenario>(
                 continue;
             }
             tries += 1;
-            if let Ok(Some(f)) = candidate.check(solution) {
-                (input, failure) = (candidate, f);
+            let outcome = candidate.check(solution);
+            if outcome.status == TestStatus::Fail {
+                (input, failure) = (candidate, outcome);
                 steps += 1;
                 continue 'simplify;
             }
@@ -206,7 +185,7 @@ impl NextStepInput {
 
 impl Scenario for NextStepInput {
     fn describe(&self) -> String {
-        format!("  rng seed {}\n  {}", self.seed, self.calls().1[0].1.text())
+        format!("  rng seed {}\n  {}", self.seed, self.calls()[0].1.text())
     }
 
     fn simpler(&self) -> Vec<Self> {
@@ -239,14 +218,18 @@ impl Scenario for NextStepInput {
         out
     }
 
-    fn calls(&self) -> (World, Vec<(f64, Call)>) {
+    fn world(&self) -> World {
+        World::new(self.seed, Vec::new())
+    }
+
+    fn calls(&self) -> Vec<(f64, Call)> {
         let call = Call::NextStep {
             task: self.task.clone(),
             result: self.result.clone(),
             now_s: self.now_s,
             policy: self.policy.clone(),
         };
-        (World::new(self.seed, Vec::new()), vec![(self.now_s, call)])
+        vec![(self.now_s, call)]
     }
 }
 
@@ -381,7 +364,7 @@ impl Scenario for DeliverInput {
         out
     }
 
-    fn calls(&self) -> (World, Vec<(f64, Call)>) {
+    fn world(&self) -> World {
         let world = World::new(self.seed, self.answers.clone());
         let key = format!("sent:{}", self.task.key);
         match &self.preload {
@@ -391,13 +374,14 @@ impl Scenario for DeliverInput {
                 world.preload(&key, "sending", Some(self.policy.claim_ttl_s), -age_s)
             }
         }
+        world
+    }
+
+    fn calls(&self) -> Vec<(f64, Call)> {
         let call = Call::DeliverOnce {
             task: self.task.clone(),
             policy: self.policy.clone(),
         };
-        (
-            world,
-            self.times_s.iter().map(|t| (*t, call.clone())).collect(),
-        )
+        self.times_s.iter().map(|t| (*t, call.clone())).collect()
     }
 }

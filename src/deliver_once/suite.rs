@@ -1,7 +1,7 @@
 //! The runner: plays every case against a solution and turns what happened into test
 //! results. A learner error is confined to the test it happened in.
 
-use super::case::{Body, Case, Scripted};
+use super::case::{Body, Call, Case, Scripted};
 use super::check::{compare, run_learner, run_reference, Mismatch};
 use super::differential;
 use super::world::{Event, World};
@@ -86,40 +86,48 @@ fn trace_step(t_s: f64, call: String, events: &[Event], returned: Option<String>
 }
 
 fn run_scripted(s: &Scripted, solution: &mut dyn Solution) -> Outcome {
-    let (ref_world, world) = (new_world(s), new_world(s));
+    let calls = s.steps.iter().map(|step| (step.at_s, &step.call));
+    play(
+        solution,
+        &new_world(s),
+        &new_world(s),
+        calls,
+        |i, t_s, call| {
+            format!(
+                "Step {} of {}, at t={} s on the lab clock: {}",
+                i + 1,
+                s.steps.len(),
+                crate::value::float_repr(t_s),
+                call.text()
+            )
+        },
+    )
+}
+
+/// Plays `calls` (each at its clock time) in two identical worlds, the reference's and
+/// the learner's, until the first difference or learner error. `where_` says, for a
+/// message, which call went wrong: (its index, its time, the call).
+pub fn play<'a>(
+    solution: &mut dyn Solution,
+    ref_world: &World,
+    world: &World,
+    calls: impl IntoIterator<Item = (f64, &'a Call)>,
+    where_: impl Fn(usize, f64, &Call) -> String,
+) -> Outcome {
     let mut trace = Vec::new();
-    for (i, step) in s.steps.iter().enumerate() {
-        ref_world.advance_to(step.at_s);
-        world.advance_to(step.at_s);
-        let expected = run_reference(&ref_world, &step.call);
-        let actual = run_learner(solution, &world, &step.call);
-        let where_ = format!(
-            "Step {} of {}, at t={} s on the lab clock: {}",
-            i + 1,
-            s.steps.len(),
-            crate::value::float_repr(step.at_s),
-            step.call.text()
-        );
+    for (i, (t_s, call)) in calls.into_iter().enumerate() {
+        ref_world.advance_to(t_s);
+        world.advance_to(t_s);
+        let expected = run_reference(ref_world, call);
+        let actual = run_learner(solution, world, call);
+        let returned = actual.returned.as_ref().ok().map(|v| v.to_string());
+        trace.push(trace_step(t_s, call.text(), &actual.events, returned));
         let value = match &actual.returned {
             Ok(v) => v,
-            Err(e) => {
-                trace.push(trace_step(
-                    step.at_s,
-                    step.call.text(),
-                    &actual.events,
-                    None,
-                ));
-                return Outcome::error(e, where_, trace);
-            }
+            Err(e) => return Outcome::error(e, where_(i, t_s, call), trace),
         };
-        trace.push(trace_step(
-            step.at_s,
-            step.call.text(),
-            &actual.events,
-            Some(value.to_string()),
-        ));
-        if let Some(m) = compare(&step.call, &expected, &actual.events, value) {
-            let message = failure_message(&m, &where_, &trace);
+        if let Some(m) = compare(call, &expected, &actual.events, value) {
+            let message = failure_message(&m, &where_(i, t_s, call), &trace);
             return Outcome {
                 status: TestStatus::Fail,
                 mismatch: Some(m),
