@@ -48,7 +48,7 @@ export function sandboxSpawnArgs(script) {
   return sandboxCommand(512, script, script);
 }
 
-function sandboxCommand(memoryMb, snapshotFile, script = SANDBOX) {
+function sandboxCommand(memoryMb, snapshotFile, script = SANDBOX, sharedCores = false) {
   const node = [
     '--experimental-permission',
     `--allow-fs-read=${snapshotFile}`,
@@ -61,6 +61,10 @@ function sandboxCommand(memoryMb, snapshotFile, script = SANDBOX) {
     '--disallow-code-generation-from-strings',
     '--max-old-space-size=768',
     '--no-warnings',
+    // V8's parallel GC lets a lone sandbox use an idle core; once there is a
+    // sandbox per core its helper threads only take CPU from the other one
+    // (measured: --jobs 2 went from 6.9 to 8.3 submissions/s on 2 cores).
+    ...(sharedCores ? ['--single-threaded-gc'] : []),
     script, String(memoryMb), snapshotFile,
   ];
   if (!networkIsolation()) return { cmd: process.execPath, args: node, isolated: false };
@@ -225,7 +229,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
-  const command = sandboxCommand(memoryMb, snapshotFile);
+  const command = sandboxCommand(memoryMb, snapshotFile, SANDBOX, jobs > 1);
   if (!command.isolated) warn('`unshare --net` does not work here: the sandboxes run WITHOUT network isolation');
 
   function makeSnapshot() {

@@ -45,13 +45,26 @@ WebAssembly.instantiate = async function instantiate(src, imports) {
 const denied = process.binding;
 process.binding = (name) => (name === 'constants' ? { fs: fs.constants } : denied.call(process, name));
 
+// Every restore would read Pyodide's 9.6 MB binary (unused: the compiled module
+// above is instantiated instead) and the 2.5 MB standard library again; they are
+// read once. The library is handed out as a copy, since the interpreter's
+// in-memory file system keeps what it is given.
+const stdlibPath = `${PYODIDE_DIR}python_stdlib.zip`;
+const stdlibBytes = fs.readFileSync(stdlibPath);
+const readFile = fs.promises.readFile;
+fs.promises.readFile = function cachedRead(file, ...rest) {
+  if (file === `${PYODIDE_DIR}pyodide.asm.wasm`) return Promise.resolve(pyodideBytes);
+  if (file === stdlibPath) return Promise.resolve(Buffer.from(stdlibBytes));
+  return readFile.call(this, file, ...rest);
+};
+const lockFileContents = JSON.parse(fs.readFileSync(`${PYODIDE_DIR}pyodide-lock.json`, 'utf8'));
 const { loadPyodide } = await import(new URL('pyodide.mjs', `file://${PYODIDE_DIR}`).href);
 const pkg = await import(new URL('pkg/delivery_lab.js', WWW).href);
 await pkg.default({ module_or_path: fs.readFileSync(new URL('pkg/delivery_lab_bg.wasm', WWW)) });
 const bridgeSource = fs.readFileSync(new URL('src/bridge.py', WWW), 'utf8');
 
 const quiet = () => {};
-const pyOptions = { indexURL: PYODIDE_DIR, stdout: quiet, stderr: quiet, stdin: () => null, env: { HOME: '/home/pyodide' } };
+const pyOptions = { indexURL: PYODIDE_DIR, lockFileContents, stdout: quiet, stderr: quiet, stdin: () => null, env: { HOME: '/home/pyodide' } };
 
 // The snapshot: an interpreter with the bridge's imports done, taken once per
 // pool (by `--make-snapshot`), or by this process when it was given none.
