@@ -524,3 +524,24 @@ fn reports_come_in_every_format_the_cli_writes() {
         error_text(&err)
     );
 }
+
+/// The courier simulator in WASM: the reference's chaos and fairness runs for the
+/// committed seed are byte-identical to the native ones (`tests/courier_sim.rs`).
+#[wasm_bindgen_test]
+fn courier_runs_match_native() {
+    use delivery_lab::courier::fairness::{fairness_run, FairPlan};
+    use delivery_lab::courier::reference::RefHost;
+    use delivery_lab::courier::sim::{chaos_run, ChaosPlan};
+    let chaos =
+        chaos_run(&mut RefHost::new(None), &ChaosPlan::full(1042)).expect("the run finishes");
+    let fair = fairness_run(&mut RefHost::new(None), &FairPlan::full(1042));
+    let actual = format!(
+        "{}\n{}\n",
+        serde_json::to_string(&chaos).unwrap(),
+        serde_json::to_string(&fair).unwrap()
+    );
+    assert_same_report(
+        &actual,
+        include_str!("snapshots/courier-reference-runs.json"),
+    );
+}

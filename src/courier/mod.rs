@@ -1,9 +1,12 @@
 //! Lab 2, the courier challenge (in progress): exactly one SMS per action through a
 //! provider that misbehaves, with killed workers, a restarting database and fair
-//! claiming. Contract: the course's `labs/courier.md`.
+//! claiming. Contract: the course's `labs/courier.md`; the spec is `DESIGN.md`.
 //!
-//! This module is not registered in `crate::labs()` yet: so far it holds the
-//! misbehaving provider and the checks the chaos run reads from its log. The
-//! simulator, the learner's pieces and their cases come next.
+//! Not registered in `crate::labs()` yet: so far it holds the misbehaving provider,
+//! the simulator with its chaos and fairness runs, and a Rust reference host that
+//! proves them natively. The learner's side (SQLite in Pyodide) comes next.
 
+pub mod fairness;
 pub mod provider;
+pub mod reference;
+pub mod sim;

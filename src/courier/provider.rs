@@ -312,6 +312,11 @@ impl Provider {
         due
     }
 
+    /// Webhooks made but not yet due.
+    pub fn pending_webhooks(&self) -> usize {
+        self.pending.len()
+    }
+
     /// The provider's final word on each action's messages: its last status.
     pub fn final_statuses(&self) -> BTreeMap<u64, Status> {
         self.by_key

@@ -1,0 +1,283 @@
+# Wrong solutions for "The courier challenge", built from reference.py.
+#
+# Each mutant is a list of (old, new) replacements applied in order with
+# str.replace(old, new, 1) to the text of reference.py. Every `old` occurs in
+# reference.py exactly once, and exactly once in the text it is applied to.
+# Run this file to check that every mutant applies and compiles.
+
+MUTANTS = [
+    {
+        "name": "resend-without-lookup",
+        "mistake": "After an earlier attempt it sends again without first looking "
+        "the key up.",
+        "replace": [
+            ("        if attempts > 0:\n", "        if False:  # sending is enough\n"),
+        ],
+    },
+    {
+        "name": "new-key-on-resend",
+        "mistake": "Every new owner uses a key that includes its epoch, so the "
+        "provider cannot recognise a resend of the same action.",
+        "replace": [
+            (
+                "        key, attempts, status, phone, body = row\n",
+                "        key, attempts, status, phone, body = row\n"
+                '        key = f"{key}-{epoch}"  # one key per owner\n',
+            ),
+        ],
+    },
+    {
+        "name": "intent-outside-cas",
+        "mistake": "The outbox row is inserted and committed in its own "
+        "transaction before the compare-and-set, so a fenced worker still "
+        "writes it.",
+        "replace": [
+            (
+                "        db.execute(\n"
+                '            "INSERT OR IGNORE INTO outbox (action_id, idem_key) '
+                'VALUES (?, ?)",\n'
+                "            (action_id, key),\n"
+                "        )\n",
+                "",
+            ),
+            (
+                "        # The fence: matches only while the claim is still ours.",
+                "        db.execute(\n"
+                '            "INSERT OR IGNORE INTO outbox (action_id, idem_key) '
+                'VALUES (?, ?)",\n'
+                "            (action_id, key),\n"
+                "        )\n"
+                "        db.commit()\n"
+                "        # The fence: matches only while the claim is still ours.",
+            ),
+        ],
+    },
+    {
+        "name": "attempt-after-send",
+        "mistake": "The attempt is counted after provider.send returns, so a "
+        "crash in between leaves attempts at 0 and the next owner sends "
+        "without a lookup.",
+        "replace": [
+            (
+                "        # Count the attempt, committed, before the request leaves:",
+                "        answer = provider.send(key, phone, body)\n"
+                "        # Count the attempt, committed, before the request leaves:",
+            ),
+            (
+                "        db.commit()\n"
+                "        answer = provider.send(key, phone, body)\n",
+                "        db.commit()\n",
+            ),
+        ],
+    },
+    {
+        "name": "no-epoch-fence",
+        "mistake": "Writes check only the action id, so a zombie past its lease "
+        "still writes the intent, counts attempts, settles and extends the "
+        "lease.",
+        "replace": [
+            (
+                '"""UPDATE actions SET owner = owner\n'
+                "               WHERE id = ? AND owner = ? AND epoch = ? "
+                "AND state = 'claimed'\"\"\",\n"
+                "            (action_id, worker, epoch),",
+                '"""UPDATE actions SET owner = owner WHERE id = ?""",\n'
+                "            (action_id,),",
+            ),
+            (
+                "           WHERE id = ? AND owner = ? AND epoch = ?\"\"\",\n"
+                "        (now_ms, action_id, worker, epoch),",
+                "           WHERE id = ?\"\"\",\n"
+                "        (now_ms, action_id),",
+            ),
+            (
+                "               WHERE action_id = ? AND EXISTS (\n"
+                "                 SELECT 1 FROM actions\n"
+                "                 WHERE id = ? AND owner = ? AND epoch = ?)\"\"\",\n"
+                "            (action_id, action_id, worker, epoch),",
+                "               WHERE action_id = ?\"\"\",\n"
+                "            (action_id,),",
+            ),
+            (
+                '"""UPDATE actions SET lease_until_ms = ?\n'
+                "               WHERE id = ? AND owner = ? AND epoch = ? "
+                "AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker, epoch),",
+                '"""UPDATE actions SET lease_until_ms = ? WHERE id = ?""",\n'
+                "            (now_ms + cfg.lease_ms, action_id),",
+            ),
+        ],
+    },
+    {
+        "name": "no-webhook-dedup",
+        "mistake": "The event id is recorded but never checked, so a duplicate "
+        "webhook is merged and counted again.",
+        "replace": [
+            ("        if cur.rowcount == 0:\n            db.rollback()\n"
+             "            return None\n", ""),
+        ],
+    },
+    {
+        "name": "backwards-merge",
+        "mistake": "merge returns whatever was reported last, so a late or "
+        "out-of-order report moves the status backwards.",
+        "replace": [
+            (
+                "    if _RANK.get(reported, -1) > _RANK.get(current, -1):\n"
+                "        return reported\n"
+                "    return current\n",
+                "    return reported\n",
+            ),
+        ],
+    },
+    {
+        "name": "fifo-claim",
+        "mistake": "claim takes the oldest claimable action in the whole table, "
+        "ignoring stores and the in-flight cap.",
+        "replace": [
+            (
+                '            """WITH busy AS (\n'
+                "                 SELECT store, COUNT(*) AS n FROM actions\n"
+                "                 WHERE state = 'claimed' AND lease_until_ms > ?\n"
+                "                 GROUP BY store)\n"
+                "               SELECT a.id, a.epoch, a.store\n"
+                "               FROM actions AS a\n"
+                "               LEFT JOIN stores AS s ON s.store = a.store\n"
+                "               LEFT JOIN busy AS b ON b.store = a.store\n",
+                '            """SELECT a.id, a.epoch, a.store\n'
+                "               FROM actions AS a\n",
+            ),
+            (
+                "                 AND COALESCE(b.n, 0) < ?\n"
+                "               ORDER BY COALESCE(s.last_served_ms, 0), a.store, "
+                "a.id\n",
+                "               ORDER BY a.id\n",
+            ),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms,),",
+            ),
+        ],
+    },
+    {
+        "name": "no-heartbeat",
+        "mistake": "heartbeat reports success without extending the lease, so a "
+        "slow but healthy worker loses its job.",
+        "replace": [
+            (
+                "        # Extends only our own claim: after a takeover this matches "
+                "nothing.\n",
+                "        return True  # the lease is long enough\n",
+            ),
+        ],
+    },
+    {
+        "name": "claim-ignores-expired-lease",
+        "mistake": "claim only takes pending actions, so an action whose owner "
+        "died or froze is never picked up again.",
+        "replace": [
+            (
+                "               WHERE (a.state = 'pending'\n"
+                "                      OR (a.state = 'claimed' AND "
+                "a.lease_until_ms <= ?))\n",
+                "               WHERE a.state = 'pending'\n",
+            ),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms, cfg.in_flight_cap),",
+            ),
+        ],
+    },
+    {
+        "name": "claim-keeps-epoch",
+        "mistake": "claim takes over an action without bumping its epoch, so the "
+        "previous owner's fence still holds.",
+        "replace": [
+            ("owner = ?, epoch = epoch + 1,", "owner = ?, epoch = epoch,"),
+            ("return (action_id, seen_epoch + 1)", "return (action_id, seen_epoch)"),
+        ],
+    },
+    {
+        "name": "cap-ignored",
+        "mistake": "claim never counts a store's actions in flight, so a store "
+        "that was served long ago gets every free worker.",
+        "replace": [
+            ("                 AND COALESCE(b.n, 0) < ?\n", ""),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms, now_ms),",
+            ),
+        ],
+    },
+    {
+        "name": "failed-on-timeout",
+        "mistake": "A send that times out is recorded as failed and settled, "
+        "although it may have gone out.",
+        "replace": [
+            (
+                "        # Timeout: it may or may not have gone out. Ask again later.\n"
+                '        return ("wait", cfg.recheck_ms)\n',
+                "        # Timeout: the send failed.\n"
+                "        return _settle(\n"
+                '            db, action_id, worker, epoch, now_ms, "failed", None\n'
+                "        )\n",
+            ),
+        ],
+    },
+    {
+        "name": "not-found-means-failed",
+        "mistake": "A lookup that answers not-found after an attempt is taken as "
+        "a lost message and settled as failed, though the lookup may lag.",
+        "replace": [
+            (
+                "            # A definite not-found: resending with the same key is "
+                "safe.\n",
+                "            return _settle(  # not there: the message was lost\n"
+                '                db, action_id, worker, epoch, now_ms, "failed", None\n'
+                "            )\n",
+            ),
+        ],
+    },
+    {
+        "name": "webhook-event-own-transaction",
+        "mistake": "The webhook's event id is committed before the merge, so a "
+        "crash in between marks the event as seen and loses its status.",
+        "replace": [
+            (
+                "        row = db.execute(\n"
+                '            "SELECT status FROM outbox WHERE idem_key = ?", '
+                "(event.key,)\n",
+                "        db.commit()  # remember the event first\n"
+                "        row = db.execute(\n"
+                '            "SELECT status FROM outbox WHERE idem_key = ?", '
+                "(event.key,)\n",
+            ),
+        ],
+    },
+]
+
+
+def apply(reference_text, mutant):
+    """The source of `mutant`, built from the reference's source."""
+    text = reference_text
+    for old, new in mutant["replace"]:
+        assert reference_text.count(old) == 1, (mutant["name"], old)
+        assert text.count(old) == 1, (mutant["name"], old)
+        text = text.replace(old, new, 1)
+    return text
+
+
+if __name__ == "__main__":
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "reference.py"), encoding="utf-8") as f:
+        reference = f.read()
+    names = [m["name"] for m in MUTANTS]
+    assert len(names) == len(set(names)), "duplicate mutant names"
+    for m in MUTANTS:
+        assert m["mistake"].endswith("."), m["name"]
+        source = apply(reference, m)
+        assert source != reference, m["name"]
+        compile(source, f"<mutant {m['name']}>", "exec")
+    print(f"{len(MUTANTS)} mutants apply and compile")

@@ -1,0 +1,503 @@
+//! The reference design as a Rust host: an in-memory store with the lab's tables and
+//! the six pieces written as `reference.py` writes them, one fault point per SQL
+//! statement (and one at each commit) at the same places. It proves the simulator
+//! natively (the chaos rows, determinism, WASM against native) and, with a
+//! `Mistake`, that the system rows catch the big mistakes. Learners are graded
+//! against their own SQLite; this store is never shown to them.
+
+use super::provider::{LookupAnswer, SendAnswer};
+use super::sim::{status_name, ActionRow, Call, Config, Fault, Faults, Host};
+use crate::value::{LearnerError, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Wrong designs the system runs must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mistake {
+    /// After an unknown outcome, send again without looking the key up.
+    ResendWithoutLookup,
+    /// A new idempotency key on every attempt.
+    NewKeyOnResend,
+    /// Oldest claimable action in the whole table.
+    FifoClaim,
+    /// The heartbeat says yes without extending the lease.
+    NoHeartbeat,
+    /// A timeout taken as "not sent": mark failed and settle.
+    TimeoutIsFailure,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct ActionRec {
+    store: String,
+    body: String,
+    phone: String,
+    state: &'static str,
+    owner: Option<String>,
+    epoch: i64,
+    lease_until_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct OutboxRec {
+    key: String,
+    attempts: i64,
+    status: String,
+    message_id: Option<String>,
+    events_applied: i64,
+}
+
+enum Undo {
+    Action(u64, ActionRec),
+    Outbox(u64, Option<OutboxRec>),
+    Store(String, u64),
+    Event(String),
+}
+
+#[derive(Default)]
+pub struct RefHost {
+    cfg: Config,
+    mistake: Option<Mistake>,
+    actions: BTreeMap<u64, ActionRec>,
+    stores: BTreeMap<String, u64>,
+    outbox: BTreeMap<u64, OutboxRec>,
+    events: BTreeSet<String>,
+    undo: Vec<Undo>,
+    in_tx: bool,
+}
+
+/// A step stopped: killed (the value is never read) or the database failed.
+struct Stop(LearnerError);
+
+type R<T> = Result<T, Stop>;
+
+pub fn rank(status: &str) -> u8 {
+    match status {
+        "sending" => 0,
+        "accepted" => 1,
+        "sent" => 2,
+        "delivered" | "failed" => 3,
+        _ => 0,
+    }
+}
+
+/// Forward-only: a report counts only when it is strictly ahead.
+pub fn merge(current: &str, reported: &str) -> String {
+    if rank(reported) > rank(current) {
+        reported.into()
+    } else {
+        current.into()
+    }
+}
+
+impl RefHost {
+    pub fn new(mistake: Option<Mistake>) -> RefHost {
+        RefHost {
+            mistake,
+            ..RefHost::default()
+        }
+    }
+
+    fn stmt(&mut self, f: &mut dyn Faults) -> R<()> {
+        match f.statement(self.in_tx) {
+            Fault::Go => Ok(()),
+            Fault::Kill => {
+                self.rollback();
+                Err(Stop(LearnerError::Host {
+                    message: "killed".into(),
+                }))
+            }
+            Fault::DbDown => {
+                self.rollback();
+                Err(Stop(LearnerError::Exception {
+                    message: "sqlite3.OperationalError: database is restarting".into(),
+                }))
+            }
+        }
+    }
+
+    /// A write statement: opens the transaction implicitly, as sqlite3 does.
+    fn write(&mut self, f: &mut dyn Faults) -> R<()> {
+        self.stmt(f)?;
+        self.in_tx = true;
+        Ok(())
+    }
+
+    fn commit(&mut self, f: &mut dyn Faults) -> R<()> {
+        if self.in_tx {
+            self.stmt(f)?;
+        }
+        self.undo.clear();
+        self.in_tx = false;
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        while let Some(u) = self.undo.pop() {
+            match u {
+                Undo::Action(id, a) => {
+                    self.actions.insert(id, a);
+                }
+                Undo::Outbox(id, o) => match o {
+                    Some(o) => {
+                        self.outbox.insert(id, o);
+                    }
+                    None => {
+                        self.outbox.remove(&id);
+                    }
+                },
+                Undo::Store(s, t) => {
+                    self.stores.insert(s, t);
+                }
+                Undo::Event(e) => {
+                    self.events.remove(&e);
+                }
+            }
+        }
+        self.in_tx = false;
+    }
+
+    fn set_action(&mut self, id: u64, a: ActionRec) {
+        if let Some(old) = self.actions.insert(id, a) {
+            self.undo.push(Undo::Action(id, old));
+        }
+    }
+
+    fn set_outbox(&mut self, id: u64, o: OutboxRec) {
+        let old = self.outbox.insert(id, o);
+        self.undo.push(Undo::Outbox(id, old));
+    }
+
+    fn claimable(&self, a: &ActionRec, now_ms: u64) -> bool {
+        a.state == "pending" || (a.state == "claimed" && a.lease_until_ms <= now_ms)
+    }
+
+    fn fenced_ok(&self, id: u64, worker: &str, epoch: i64) -> bool {
+        self.actions.get(&id).is_some_and(|a| {
+            a.state == "claimed" && a.owner.as_deref() == Some(worker) && a.epoch == epoch
+        })
+    }
+
+    fn claim(&mut self, f: &mut dyn Faults, worker: &str, now_ms: u64) -> R<Value> {
+        self.stmt(f)?; // SELECT the candidate
+        let pick = if self.mistake == Some(Mistake::FifoClaim) {
+            self.actions
+                .iter()
+                .find(|(_, a)| self.claimable(a, now_ms))
+                .map(|(id, a)| (*id, a.epoch))
+        } else {
+            let mut in_flight: BTreeMap<&str, u32> = BTreeMap::new();
+            for a in self.actions.values() {
+                if a.state == "claimed" && a.lease_until_ms > now_ms {
+                    *in_flight.entry(a.store.as_str()).or_default() += 1;
+                }
+            }
+            let mut best: Option<(u64, &str, u64, i64)> = None; // (last served, store, id, epoch)
+            for (id, a) in &self.actions {
+                if !self.claimable(a, now_ms)
+                    || in_flight.get(a.store.as_str()).copied().unwrap_or(0)
+                        >= self.cfg.in_flight_cap
+                {
+                    continue;
+                }
+                let served = self.stores.get(&a.store).copied().unwrap_or(0);
+                let cand = (served, a.store.as_str(), *id, a.epoch);
+                if best.is_none_or(|b| (cand.0, cand.1, cand.2) < (b.0, b.1, b.2)) {
+                    best = Some(cand);
+                }
+            }
+            best.map(|b| (b.2, b.3))
+        };
+        let Some((id, epoch)) = pick else {
+            return Ok(Value::None);
+        };
+        self.write(f)?; // UPDATE actions ... WHERE id = ? AND epoch = ?
+        let mut a = self.actions[&id].clone();
+        a.state = "claimed";
+        a.owner = Some(worker.into());
+        a.epoch = epoch + 1;
+        a.lease_until_ms = now_ms + self.cfg.lease_ms;
+        let store = a.store.clone();
+        self.set_action(id, a);
+        self.write(f)?; // UPDATE stores SET last_served_ms
+        let old = self.stores.insert(store.clone(), now_ms).unwrap_or(0);
+        self.undo.push(Undo::Store(store, old));
+        self.commit(f)?;
+        Ok(Value::Tuple(vec![
+            Value::Int(id as i64),
+            Value::Int(epoch + 1),
+        ]))
+    }
+
+    fn key(&self, id: u64, epoch: i64, attempts: i64) -> String {
+        match self.mistake {
+            Some(Mistake::NewKeyOnResend) => format!("action-{id}-e{epoch}-a{attempts}"),
+            _ => format!("action-{id}"),
+        }
+    }
+
+    fn write_intent(&mut self, f: &mut dyn Faults, id: u64, worker: &str, epoch: i64) -> R<Value> {
+        self.write(f)?; // the compare-and-set
+        if !self.fenced_ok(id, worker, epoch) {
+            self.rollback();
+            return Ok(Value::None);
+        }
+        self.write(f)?; // INSERT OR IGNORE INTO outbox
+        if !self.outbox.contains_key(&id) {
+            let key = self.key(id, epoch, 0);
+            self.set_outbox(
+                id,
+                OutboxRec {
+                    key,
+                    attempts: 0,
+                    status: "sending".into(),
+                    message_id: None,
+                    events_applied: 0,
+                },
+            );
+        }
+        let key = self.outbox[&id].key.clone();
+        self.commit(f)?;
+        Ok(Value::Str(key))
+    }
+
+    /// Records a status (and message id) and settles the action, fenced, in one
+    /// transaction; `done` or `fenced`. (The piece's own arguments, as in Python.)
+    #[allow(clippy::too_many_arguments)]
+    fn settle(
+        &mut self,
+        f: &mut dyn Faults,
+        id: u64,
+        worker: &str,
+        epoch: i64,
+        now_ms: u64,
+        status: &str,
+        msg: Option<String>,
+    ) -> R<Value> {
+        self.write(f)?; // UPDATE outbox SET status
+        let mut o = self.outbox[&id].clone();
+        o.status = merge(&o.status, status);
+        if msg.is_some() {
+            o.message_id = msg;
+        }
+        let final_status = o.status.clone();
+        self.set_outbox(id, o);
+        self.write(f)?; // UPDATE actions SET state = 'dispatched' WHERE fenced
+        if !self.fenced_ok(id, worker, epoch) {
+            self.rollback();
+            return Ok(fenced());
+        }
+        let mut a = self.actions[&id].clone();
+        a.state = "dispatched";
+        a.lease_until_ms = now_ms;
+        self.set_action(id, a);
+        self.commit(f)?;
+        Ok(Value::Tuple(vec![
+            Value::str("done"),
+            Value::Str(final_status),
+        ]))
+    }
+
+    fn deliver_step(
+        &mut self,
+        f: &mut dyn Faults,
+        id: u64,
+        worker: &str,
+        epoch: i64,
+        now_ms: u64,
+    ) -> R<Value> {
+        self.stmt(f)?; // SELECT the outbox row
+        let Some(o) = self.outbox.get(&id).cloned() else {
+            return Ok(fenced());
+        };
+        if o.status != "sending" {
+            return self.settle(f, id, worker, epoch, now_ms, &o.status, None);
+        }
+        let wait = Value::Tuple(vec![
+            Value::str("wait"),
+            Value::Int(self.cfg.recheck_ms as i64),
+        ]);
+        let lookup_first = o.attempts > 0 && self.mistake != Some(Mistake::ResendWithoutLookup);
+        if lookup_first {
+            match f.lookup(&o.key).map_err(killed)? {
+                LookupAnswer::Found { message_id, status } => {
+                    return self.settle(
+                        f,
+                        id,
+                        worker,
+                        epoch,
+                        now_ms,
+                        status_name(status),
+                        Some(message_id),
+                    );
+                }
+                LookupAnswer::Timeout => return Ok(wait),
+                LookupAnswer::NotFound => {}
+            }
+        }
+        // Count the attempt before the request leaves, fenced.
+        self.write(f)?;
+        if !self.fenced_ok(id, worker, epoch) {
+            self.rollback();
+            return Ok(fenced());
+        }
+        let key = if self.mistake == Some(Mistake::NewKeyOnResend) {
+            self.key(id, epoch, o.attempts + 1)
+        } else {
+            o.key.clone()
+        };
+        let mut o2 = o.clone();
+        o2.attempts += 1;
+        o2.key = key.clone();
+        self.set_outbox(id, o2);
+        self.commit(f)?;
+        let a = self.actions[&id].clone();
+        match f.send(&key, &a.phone, &a.body).map_err(killed)? {
+            SendAnswer::Accepted { message_id } => {
+                self.settle(f, id, worker, epoch, now_ms, "accepted", Some(message_id))
+            }
+            SendAnswer::Timeout if self.mistake == Some(Mistake::TimeoutIsFailure) => {
+                self.settle(f, id, worker, epoch, now_ms, "failed", None)
+            }
+            SendAnswer::Timeout => Ok(wait),
+        }
+    }
+
+    fn on_webhook(
+        &mut self,
+        f: &mut dyn Faults,
+        event_id: &str,
+        key: &str,
+        status: &str,
+    ) -> R<Value> {
+        self.write(f)?; // INSERT OR IGNORE INTO webhook_events
+        if self.events.contains(event_id) {
+            self.rollback();
+            return Ok(Value::None);
+        }
+        self.events.insert(event_id.into());
+        self.undo.push(Undo::Event(event_id.into()));
+        self.write(f)?; // UPDATE outbox ... WHERE idem_key = ?
+        if let Some((id, o)) = self
+            .outbox
+            .iter()
+            .find(|(_, o)| o.key == key)
+            .map(|(id, o)| (*id, o.clone()))
+        {
+            let mut o2 = o;
+            o2.status = merge(&o2.status, status);
+            o2.events_applied += 1;
+            self.set_outbox(id, o2);
+        }
+        self.commit(f)?;
+        Ok(Value::None)
+    }
+
+    fn heartbeat(
+        &mut self,
+        f: &mut dyn Faults,
+        id: u64,
+        worker: &str,
+        epoch: i64,
+        now_ms: u64,
+    ) -> R<Value> {
+        if self.mistake == Some(Mistake::NoHeartbeat) {
+            return Ok(Value::Bool(true));
+        }
+        self.write(f)?;
+        if !self.fenced_ok(id, worker, epoch) {
+            self.rollback();
+            return Ok(Value::Bool(false));
+        }
+        let mut a = self.actions[&id].clone();
+        a.lease_until_ms = now_ms + self.cfg.lease_ms;
+        self.set_action(id, a);
+        self.commit(f)?;
+        Ok(Value::Bool(true))
+    }
+}
+
+fn fenced() -> Value {
+    Value::Tuple(vec![Value::str("fenced"), Value::None])
+}
+
+fn killed(_: super::sim::Killed) -> Stop {
+    Stop(LearnerError::Host {
+        message: "killed".into(),
+    })
+}
+
+impl Host for RefHost {
+    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
+        *self = RefHost::new(self.mistake);
+        self.cfg = *cfg;
+        for s in stores {
+            self.stores.insert(s.clone(), 0);
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, a: &ActionRow) -> Result<(), String> {
+        self.actions.insert(
+            a.id,
+            ActionRec {
+                store: a.store.clone(),
+                body: a.body.clone(),
+                phone: a.phone.clone(),
+                state: "pending",
+                owner: None,
+                epoch: 0,
+                lease_until_ms: 0,
+            },
+        );
+        Ok(())
+    }
+
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+        let a = self.actions.get_mut(&action_id).ok_or("no such action")?;
+        a.state = "dispatched";
+        a.lease_until_ms = now_ms;
+        Ok(())
+    }
+
+    fn call(&mut self, call: &Call, f: &mut dyn Faults) -> Result<Value, LearnerError> {
+        let r = match call {
+            Call::Claim { worker, now_ms } => self.claim(f, worker, *now_ms),
+            Call::WriteIntent {
+                action_id,
+                worker,
+                epoch,
+            } => self.write_intent(f, *action_id, worker, *epoch),
+            Call::DeliverStep {
+                action_id,
+                worker,
+                epoch,
+                now_ms,
+            } => self.deliver_step(f, *action_id, worker, *epoch, *now_ms),
+            Call::OnWebhook { event } => {
+                self.on_webhook(f, &event.event_id, &event.key, status_name(event.status))
+            }
+            Call::Heartbeat {
+                action_id,
+                worker,
+                epoch,
+                now_ms,
+            } => self.heartbeat(f, *action_id, worker, *epoch, *now_ms),
+        };
+        r.map_err(|Stop(e)| e)
+    }
+
+    fn kill(&mut self, _worker: &str) {
+        self.rollback();
+    }
+
+    fn restart_db(&mut self) {
+        self.rollback();
+    }
+
+    fn outbox(&mut self) -> Result<Vec<(u64, String)>, String> {
+        Ok(self
+            .outbox
+            .iter()
+            .map(|(id, o)| (*id, o.status.clone()))
+            .collect())
+    }
+}

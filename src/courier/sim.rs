@@ -1,0 +1,1108 @@
+//! The courier simulator: virtual workers that call the learner's pieces as steps,
+//! interleaved on one lab clock, killed at fault points, frozen past their lease,
+//! with one database restart and the provider's webhooks. Deterministic from a seed:
+//! time moves only when the next event is taken, and every draw comes from the run's
+//! own rng, so a seed replays the same run native or in WASM.
+//!
+//! The database is the host's (SQLite in Pyodide for learners, an in-memory store for
+//! the Rust reference); the simulator reaches it only through the learner's pieces and
+//! three trusted calls (`reset`, `enqueue`, `settle`, plus `outbox` to read the end).
+
+use super::provider::{
+    tally, ChaosTally, LookupAnswer, Provider, Rates, SendAnswer, Status, Timing, Webhook,
+};
+use crate::rng::SeededRng;
+use crate::value::{LearnerError, Value};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The numbers the learner's pieces get as `cfg`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Config {
+    pub lease_ms: u64,
+    pub in_flight_cap: u32,
+    pub recheck_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lease_ms: 30_000,
+            in_flight_cap: 4,
+            recheck_ms: 1_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ActionRow {
+    pub id: u64,
+    pub store: String,
+    pub phone: String,
+    pub body: String,
+    pub created_ms: u64,
+}
+
+/// One call of a learner piece, as the host receives it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "piece", rename_all = "snake_case")]
+pub enum Call {
+    Claim {
+        worker: String,
+        now_ms: u64,
+    },
+    WriteIntent {
+        action_id: u64,
+        worker: String,
+        epoch: i64,
+    },
+    DeliverStep {
+        action_id: u64,
+        worker: String,
+        epoch: i64,
+        now_ms: u64,
+    },
+    OnWebhook {
+        event: Webhook,
+    },
+    Heartbeat {
+        action_id: u64,
+        worker: String,
+        epoch: i64,
+        now_ms: u64,
+    },
+}
+
+impl Call {
+    pub fn function(&self) -> &'static str {
+        match self {
+            Call::Claim { .. } => "claim",
+            Call::WriteIntent { .. } => "write_intent",
+            Call::DeliverStep { .. } => "deliver_step",
+            Call::OnWebhook { .. } => "on_webhook",
+            Call::Heartbeat { .. } => "heartbeat",
+        }
+    }
+}
+
+/// The world's answer at a database statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    Go,
+    /// The worker dies here: the host rolls its transaction back and stops the step.
+    Kill,
+    /// The database is restarting: the host rolls back and the statement fails.
+    DbDown,
+}
+
+/// The worker was killed at this provider call (before or after the request left).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Killed;
+
+/// The world as one step sees it: every statement and provider call asks it first.
+pub trait Faults {
+    fn statement(&mut self, in_tx: bool) -> Fault;
+    fn send(&mut self, key: &str, phone: &str, body: &str) -> Result<SendAnswer, Killed>;
+    fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed>;
+}
+
+/// The host: the database, the learner's pieces, and the trusted calls around them.
+pub trait Host {
+    /// A fresh database with the lab's schema and these stores.
+    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String>;
+    /// Trusted: a new pending action.
+    fn enqueue(&mut self, action: &ActionRow) -> Result<(), String>;
+    /// Trusted (fairness run only): the action's message went out; release it.
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String>;
+    /// Runs one learner piece; `faults` is asked at every statement and provider call.
+    fn call(&mut self, call: &Call, faults: &mut dyn Faults) -> Result<Value, LearnerError>;
+    /// The worker's process is gone: roll back and close its connection.
+    fn kill(&mut self, worker: &str);
+    /// The database restarts: every open transaction is lost.
+    fn restart_db(&mut self);
+    /// Trusted: every outbox row's (action id, status), read after the run.
+    fn outbox(&mut self) -> Result<Vec<(u64, String)>, String>;
+}
+
+/// Where a worker was killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillKind {
+    MidTransaction,
+    BetweenCommitAndSend,
+    RequestOnTheWire,
+    FrozenPastLease,
+}
+
+const KILL_KINDS: [KillKind; 4] = [
+    KillKind::MidTransaction,
+    KillKind::BetweenCommitAndSend,
+    KillKind::RequestOnTheWire,
+    KillKind::FrozenPastLease,
+];
+
+/// The chaos run's size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChaosPlan {
+    pub seed: u64,
+    pub actions: u64,
+    pub stores: u64,
+    pub workers: u64,
+    /// Arrivals are spread over this much lab time.
+    pub arrivals_ms: u64,
+    /// Kills per kind, in `KILL_KINDS` order (200 in all by default).
+    pub kills: [u64; 4],
+    /// Workers frozen past their lease that later resume (zombies).
+    pub zombies: u64,
+    /// Slow but healthy workers: their next step comes after twice the lease, and
+    /// only their heartbeats keep the job theirs.
+    pub slow: u64,
+    pub db_restart_at_ms: u64,
+    pub db_restart_ms: u64,
+    /// Lab time a step takes, and a killed worker's restart.
+    pub step_ms: u64,
+    pub respawn_ms: u64,
+    /// An idle worker asks for work again this often (expired leases have no arrival).
+    pub idle_poll_ms: u64,
+    /// The run stops at the latest here after the last arrival.
+    pub drain_max_ms: u64,
+}
+
+impl ChaosPlan {
+    pub fn full(seed: u64) -> ChaosPlan {
+        ChaosPlan {
+            seed,
+            actions: 2_000,
+            stores: 100,
+            workers: 8,
+            arrivals_ms: 40_000,
+            kills: [70, 50, 50, 30],
+            zombies: 20,
+            slow: 20,
+            db_restart_at_ms: 16_000,
+            db_restart_ms: 3_000,
+            step_ms: 4,
+            respawn_ms: 500,
+            idle_poll_ms: 2_000,
+            drain_max_ms: 600_000,
+        }
+    }
+}
+
+/// One line of an action's story, in lab time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StoryLine {
+    pub t_ms: u64,
+    pub action: u64,
+    pub what: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChaosReport {
+    pub seed: u64,
+    pub tally: ChaosTally,
+    /// Actions whose outbox status differs from the provider's final status.
+    pub outcomes_differ: usize,
+    /// Claims of an action a healthy, live worker still held.
+    pub taken_from_healthy: usize,
+    pub kills: BTreeMap<String, u64>,
+    pub zombies: u64,
+    pub slow: u64,
+    pub db_restart: (u64, u64),
+    /// Steps that raised or returned something other than the piece's contract; the
+    /// worker crashed and restarted. The first few messages are kept.
+    pub crashes: u64,
+    pub crash_messages: Vec<String>,
+    pub steps: u64,
+    pub end_ms: u64,
+    /// Actions that broke a row, first ones first, with their stories.
+    pub failing: Vec<(u64, String)>,
+    pub stories: BTreeMap<u64, Vec<StoryLine>>,
+}
+
+impl ChaosReport {
+    /// Every row at its required value.
+    pub fn passed(&self) -> bool {
+        let t = &self.tally;
+        t.exactly_one_effect == t.actions
+            && t.more_than_one_effect == 0
+            && t.no_effect == 0
+            && t.resends_without_lookup == 0
+            && self.outcomes_differ == 0
+            && self.taken_from_healthy == 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Healthy,
+    /// Frozen past the lease; on resume either killed (`true`) or a zombie.
+    Frozen(bool),
+    Slow,
+}
+
+#[derive(Clone, Debug)]
+struct Job {
+    action: u64,
+    epoch: i64,
+    intent: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Worker {
+    base: String,
+    life: u32,
+    /// Events carry the generation they were made in; a kill or a dropped job
+    /// makes older ones stale.
+    gen: u64,
+    job: Option<Job>,
+    mode: Mode,
+    idle: bool,
+    dead: bool,
+}
+
+impl Worker {
+    fn name(&self) -> String {
+        format!("{}.{}", self.base, self.life)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    Arrive(u64),
+    Step(usize, u64),
+    Beat(usize, u64),
+    Respawn(usize),
+    Hooks,
+    RestartDb,
+}
+
+/// What a step's world decided, read after the host returns.
+struct StepFaults<'a> {
+    provider: &'a mut Provider,
+    rng: &'a mut SeededRng,
+    now_ms: u64,
+    restart: (u64, u64),
+    may_kill: bool,
+    quota: &'a mut Quota,
+    killed: Option<KillKind>,
+    action_of_body: &'a BTreeMap<String, u64>,
+    story: &'a mut Vec<StoryLine>,
+    worker: String,
+}
+
+/// Spreads each kind of fault evenly over the arrival period.
+struct Quota {
+    arrivals_ms: u64,
+    kills: [u64; 4],
+    done: [u64; 4],
+}
+
+impl Quota {
+    fn allowed(&self, kind: KillKind, now_ms: u64) -> bool {
+        let i = KILL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+        let due = (self.kills[i] as u128 * (now_ms.min(self.arrivals_ms) as u128 + 1)
+            / self.arrivals_ms.max(1) as u128) as u64;
+        self.done[i] < due.min(self.kills[i])
+    }
+    fn take(&mut self, kind: KillKind) {
+        let i = KILL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+        self.done[i] += 1;
+    }
+}
+
+impl StepFaults<'_> {
+    fn kill(&mut self, kind: KillKind) -> bool {
+        if self.killed.is_some() {
+            return true;
+        }
+        if self.may_kill && self.quota.allowed(kind, self.now_ms) && self.rng.chance(0.5) {
+            self.quota.take(kind);
+            self.killed = Some(kind);
+            return true;
+        }
+        false
+    }
+    fn action_for(&self, body: &str) -> u64 {
+        self.action_of_body.get(body).copied().unwrap_or(0)
+    }
+}
+
+impl Faults for StepFaults<'_> {
+    fn statement(&mut self, in_tx: bool) -> Fault {
+        if self.killed.is_some() {
+            return Fault::Kill;
+        }
+        if self.now_ms >= self.restart.0 && self.now_ms < self.restart.1 {
+            return Fault::DbDown;
+        }
+        if in_tx && self.kill(KillKind::MidTransaction) {
+            return Fault::Kill;
+        }
+        Fault::Go
+    }
+
+    fn send(&mut self, key: &str, _phone: &str, body: &str) -> Result<SendAnswer, Killed> {
+        if self.kill(KillKind::BetweenCommitAndSend) {
+            return Err(Killed);
+        }
+        let action = self.action_for(body);
+        let answer = self.provider.send(self.now_ms as f64 / 1000.0, action, key);
+        self.story.push(StoryLine {
+            t_ms: self.now_ms,
+            action,
+            what: format!(
+                "{} sends with key {key:?}: {}",
+                self.worker,
+                send_text(&answer)
+            ),
+        });
+        if self.kill(KillKind::RequestOnTheWire) {
+            self.story.push(StoryLine {
+                t_ms: self.now_ms,
+                action,
+                what: format!(
+                    "{} killed with the request on the wire (the answer is lost)",
+                    self.worker
+                ),
+            });
+            return Err(Killed);
+        }
+        Ok(answer)
+    }
+
+    fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed> {
+        if self.killed.is_some() {
+            return Err(Killed);
+        }
+        let answer = self.provider.lookup(self.now_ms as f64 / 1000.0, key);
+        let action = key_action(key).unwrap_or(0);
+        self.story.push(StoryLine {
+            t_ms: self.now_ms,
+            action,
+            what: format!("{} looks up {key:?}: {}", self.worker, lookup_text(&answer)),
+        });
+        Ok(answer)
+    }
+}
+
+fn send_text(a: &SendAnswer) -> String {
+    match a {
+        SendAnswer::Accepted { message_id } => format!("accepted as {message_id}"),
+        SendAnswer::Timeout => "timeout (unknown)".into(),
+    }
+}
+
+fn lookup_text(a: &LookupAnswer) -> String {
+    match a {
+        LookupAnswer::Found { message_id, status } => {
+            format!("found {message_id}, {}", status_name(*status))
+        }
+        LookupAnswer::NotFound => "not found".into(),
+        LookupAnswer::Timeout => "timeout (unknown)".into(),
+    }
+}
+
+pub fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Accepted => "accepted",
+        Status::Sent => "sent",
+        Status::Delivered => "delivered",
+        Status::Failed => "failed",
+    }
+}
+
+/// The action a story line belongs to, from a key of the lab's shape (`action-<id>`);
+/// other keys are still shown, under action 0.
+fn key_action(key: &str) -> Option<u64> {
+    key.rsplit('-').next()?.parse().ok()
+}
+
+pub fn store_name(i: u64) -> String {
+    format!("store-{i:03}")
+}
+
+pub fn action_row(id: u64, store: u64, created_ms: u64) -> ActionRow {
+    ActionRow {
+        id,
+        store: store_name(store),
+        phone: format!("+1555{id:07}"),
+        body: format!("Order {id} has shipped"),
+        created_ms,
+    }
+}
+
+/// What a learner step returned, checked against the piece's contract.
+enum Step {
+    Claimed(Option<(u64, i64)>),
+    Intent(Option<String>),
+    Wait(u64),
+    Done,
+    Fenced,
+    Beat(bool),
+    Nothing,
+}
+
+fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    };
+    match call {
+        Call::Claim { .. } => match v {
+            Value::None => Ok(Step::Claimed(None)),
+            Value::Tuple(t) if t.len() == 2 => match (int(&t[0]), int(&t[1])) {
+                (Some(id), Some(epoch)) if id > 0 => Ok(Step::Claimed(Some((id as u64, epoch)))),
+                _ => Err(format!("claim returned {v}; expected (action_id, epoch), two ints, or None")),
+            },
+            _ => Err(format!("claim returned {v}; expected (action_id, epoch) or None")),
+        },
+        Call::WriteIntent { .. } => match v {
+            Value::None => Ok(Step::Intent(None)),
+            Value::Str(k) => Ok(Step::Intent(Some(k.clone()))),
+            _ => Err(format!("write_intent returned {v}; expected the key (a str) or None")),
+        },
+        Call::DeliverStep { .. } => match v {
+            Value::Tuple(t) if t.len() == 2 => match (&t[0], &t[1]) {
+                (Value::Str(w), Value::Int(ms)) if w == "wait" && *ms > 0 => Ok(Step::Wait(*ms as u64)),
+                (Value::Str(d), Value::Str(_)) if d == "done" => Ok(Step::Done),
+                (Value::Str(f), Value::None) if f == "fenced" => Ok(Step::Fenced),
+                _ => Err(format!(
+                    "deliver_step returned {v}; expected (\"wait\", ms > 0), (\"done\", status) or (\"fenced\", None)"
+                )),
+            },
+            _ => Err(format!("deliver_step returned {v}; expected a tuple of two")),
+        },
+        Call::Heartbeat { .. } => match v {
+            Value::Bool(b) => Ok(Step::Beat(*b)),
+            _ => Err(format!("heartbeat returned {v}; expected True or False")),
+        },
+        Call::OnWebhook { .. } => Ok(Step::Nothing),
+    }
+}
+
+struct Chaos<'h> {
+    host: &'h mut dyn Host,
+    plan: ChaosPlan,
+    cfg: Config,
+    rng: SeededRng,
+    fault_rng: SeededRng,
+    provider: Provider,
+    now_ms: u64,
+    seq: u64,
+    events: BTreeMap<(u64, u64), Ev>,
+    workers: Vec<Worker>,
+    quota: Quota,
+    restart: (u64, u64),
+    action_of_body: BTreeMap<String, u64>,
+    story: Vec<StoryLine>,
+    /// Webhooks the receiver could not take (the database was restarting): again later.
+    hook_retry: Vec<Webhook>,
+    report: ChaosReport,
+    zombies_left: u64,
+    slow_left: u64,
+    arrived: u64,
+    /// The epoch of each action's latest claim: only its holder is doing the job.
+    current_epoch: BTreeMap<u64, i64>,
+    taken: Vec<u64>,
+}
+
+const CRASH_MESSAGES_KEPT: usize = 3;
+
+impl<'h> Chaos<'h> {
+    fn at(&mut self, t_ms: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.insert((t_ms, self.seq), ev);
+    }
+
+    fn log(&mut self, action: u64, what: String) {
+        self.story.push(StoryLine {
+            t_ms: self.now_ms,
+            action,
+            what,
+        });
+    }
+
+    /// Runs one learner step for worker `w` (or the webhook receiver when `None`).
+    /// Returns the checked result, or None when the worker died or crashed.
+    fn step(&mut self, w: Option<usize>, call: Call) -> Option<Step> {
+        let worker = w.map_or_else(|| "webhooks".to_string(), |w| self.workers[w].name());
+        let mut faults = StepFaults {
+            provider: &mut self.provider,
+            rng: &mut self.fault_rng,
+            now_ms: self.now_ms,
+            restart: self.restart,
+            may_kill: w.is_some(),
+            quota: &mut self.quota,
+            killed: None,
+            action_of_body: &self.action_of_body,
+            story: &mut self.story,
+            worker: worker.clone(),
+        };
+        let answer = self.host.call(&call, &mut faults);
+        let killed = faults.killed;
+        self.report.steps += 1;
+        if let (Some(kind), Some(w)) = (killed, w) {
+            self.kill(w, kind);
+            return None;
+        }
+        let checked = answer
+            .map_err(|e| e.to_string())
+            .and_then(|v| read_step(&call, &v));
+        match checked {
+            Ok(step) => Some(step),
+            Err(message) => {
+                self.report.crashes += 1;
+                if self.report.crash_messages.len() < CRASH_MESSAGES_KEPT {
+                    self.report.crash_messages.push(format!(
+                        "{} at {} ms: {message}",
+                        call.function(),
+                        self.now_ms
+                    ));
+                }
+                if let Some(w) = w {
+                    let action = self.workers[w].job.as_ref().map_or(0, |j| j.action);
+                    self.log(
+                        action,
+                        format!("{worker}: {} failed, the worker restarts", call.function()),
+                    );
+                    self.crash(w);
+                }
+                None
+            }
+        }
+    }
+
+    fn kill(&mut self, w: usize, kind: KillKind) {
+        let name = self.workers[w].name();
+        let action = self.workers[w].job.as_ref().map_or(0, |j| j.action);
+        *self.report.kills.entry(kill_name(kind).into()).or_default() += 1;
+        self.log(action, format!("{name} killed ({})", kill_name(kind)));
+        self.crash(w);
+    }
+
+    /// The worker's process is gone; a new one starts after `respawn_ms`.
+    fn crash(&mut self, w: usize) {
+        let name = self.workers[w].name();
+        self.host.kill(&name);
+        let wk = &mut self.workers[w];
+        wk.gen += 1;
+        wk.job = None;
+        wk.dead = true;
+        wk.idle = false;
+        wk.mode = Mode::Healthy;
+        let t = self.now_ms + self.plan.respawn_ms;
+        self.at(t, Ev::Respawn(w));
+    }
+
+    fn drop_job(&mut self, w: usize) {
+        let wk = &mut self.workers[w];
+        wk.gen += 1;
+        wk.job = None;
+        wk.mode = Mode::Healthy;
+        let (gen, t) = (wk.gen, self.now_ms + self.plan.step_ms);
+        self.at(t, Ev::Step(w, gen));
+    }
+
+    fn next_step(&mut self, w: usize, after_ms: u64) {
+        let gen = self.workers[w].gen;
+        self.at(self.now_ms + after_ms, Ev::Step(w, gen));
+    }
+
+    fn worker_step(&mut self, w: usize) {
+        let name = self.workers[w].name();
+        let now_ms = self.now_ms;
+        // A frozen worker wakes: killed while frozen, or a zombie with its old epoch.
+        if let Mode::Frozen(dies) = self.workers[w].mode {
+            if dies {
+                self.kill(w, KillKind::FrozenPastLease);
+                return;
+            }
+            let action = self.workers[w].job.as_ref().map_or(0, |j| j.action);
+            self.log(
+                action,
+                format!("{name} resumes after a freeze (a zombie unless its epoch still holds)"),
+            );
+            self.workers[w].mode = Mode::Healthy;
+            // Its heartbeat resumes with it.
+            let gen = self.workers[w].gen;
+            self.at(now_ms, Ev::Beat(w, gen));
+        }
+        if self.workers[w].mode == Mode::Slow {
+            self.workers[w].mode = Mode::Healthy;
+        }
+        let Some(job) = self.workers[w].job.clone() else {
+            return self.claim(w, &name, now_ms);
+        };
+        let call = if job.intent {
+            Call::DeliverStep {
+                action_id: job.action,
+                worker: name.clone(),
+                epoch: job.epoch,
+                now_ms,
+            }
+        } else {
+            Call::WriteIntent {
+                action_id: job.action,
+                worker: name.clone(),
+                epoch: job.epoch,
+            }
+        };
+        let Some(step) = self.step(Some(w), call) else {
+            return;
+        };
+        match step {
+            Step::Intent(Some(key)) => {
+                self.log(
+                    job.action,
+                    format!(
+                        "{name} wrote the intent at epoch {}, key {key:?}",
+                        job.epoch
+                    ),
+                );
+                if let Some(j) = self.workers[w].job.as_mut() {
+                    j.intent = true;
+                }
+                self.after_step(w);
+            }
+            Step::Intent(None) | Step::Fenced => {
+                self.log(
+                    job.action,
+                    format!("{name} fenced at epoch {}: drops the job", job.epoch),
+                );
+                self.drop_job(w);
+            }
+            Step::Wait(ms) => {
+                let ms = ms.clamp(1, 10 * self.cfg.lease_ms);
+                if self.maybe_freeze(w) {
+                    return;
+                }
+                self.next_step(w, ms);
+            }
+            Step::Done => {
+                self.log(job.action, format!("{name} settled the action"));
+                self.drop_job(w);
+            }
+            _ => self.drop_job(w),
+        }
+    }
+
+    /// Between two steps of a job: maybe freeze the worker past its lease, or make
+    /// it slow; otherwise its next step comes at once.
+    fn after_step(&mut self, w: usize) {
+        if self.maybe_freeze(w) {
+            return;
+        }
+        self.next_step(w, self.plan.step_ms);
+    }
+
+    fn maybe_freeze(&mut self, w: usize) -> bool {
+        let action = self.workers[w].job.as_ref().map_or(0, |j| j.action);
+        let name = self.workers[w].name();
+        let lease = self.cfg.lease_ms;
+        let t = self.now_ms;
+        // Frozen-then-killed workers come at their own pace; zombies and slow
+        // workers at most two at a time, so the rest keep the queue moving.
+        let away = self
+            .workers
+            .iter()
+            .filter(|o| matches!(o.mode, Mode::Slow | Mode::Frozen(false)))
+            .count();
+        let frozen_kill_due = self.quota.allowed(KillKind::FrozenPastLease, t);
+        if frozen_kill_due
+            || (away < 2
+                && self.zombies_left > 0
+                && self.due(self.plan.zombies, self.zombies_left, t)
+                && self.rng.chance(0.3))
+        {
+            let dies = frozen_kill_due;
+            if dies {
+                self.quota.take(KillKind::FrozenPastLease);
+            } else {
+                self.zombies_left -= 1;
+                self.report.zombies += 1;
+            }
+            let for_ms = lease + self.rng.below(lease);
+            self.workers[w].mode = Mode::Frozen(dies);
+            self.log(
+                action,
+                format!("{name} freezes for {for_ms} ms (its lease is {lease} ms)"),
+            );
+            self.next_step(w, for_ms);
+            return true;
+        }
+        if away < 2
+            && self.slow_left > 0
+            && self.due(self.plan.slow, self.slow_left, t)
+            && self.rng.chance(0.3)
+        {
+            self.slow_left -= 1;
+            self.report.slow += 1;
+            self.workers[w].mode = Mode::Slow;
+            self.log(
+                action,
+                format!(
+                    "{name} is slow but healthy: its next step comes in {} ms",
+                    2 * lease
+                ),
+            );
+            self.next_step(w, 2 * lease);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the next of `total` things is due by now (spread over the arrivals).
+    fn due(&self, total: u64, left: u64, t: u64) -> bool {
+        let done = total - left;
+        done * self.plan.arrivals_ms < total * t.min(self.plan.arrivals_ms) + 1
+    }
+
+    fn claim(&mut self, w: usize, name: &str, now_ms: u64) {
+        let call = Call::Claim {
+            worker: name.to_string(),
+            now_ms,
+        };
+        let Some(step) = self.step(Some(w), call) else {
+            return;
+        };
+        match step {
+            Step::Claimed(Some((action, epoch))) => {
+                // Held by someone healthy, alive and not frozen? Then the claim took
+                // a job from a worker that was doing it.
+                let current = self.current_epoch.get(&action).copied();
+                let holder = self.workers.iter().position(|o| {
+                    !o.dead
+                        && o.job
+                            .as_ref()
+                            .is_some_and(|j| j.action == action && Some(j.epoch) == current)
+                        && matches!(o.mode, Mode::Healthy | Mode::Slow)
+                });
+                if let Some(h) = holder.filter(|h| *h != w) {
+                    self.report.taken_from_healthy += 1;
+                    self.taken.push(action);
+                    let hn = self.workers[h].name();
+                    self.log(
+                        action,
+                        format!("{name} claimed it while {hn} was alive and working on it"),
+                    );
+                }
+                self.log(action, format!("{name} claimed it at epoch {epoch}"));
+                self.current_epoch.insert(action, epoch);
+                let wk = &mut self.workers[w];
+                wk.job = Some(Job {
+                    action,
+                    epoch,
+                    intent: false,
+                });
+                wk.idle = false;
+                self.after_step(w);
+                let gen = self.workers[w].gen;
+                self.at(now_ms + self.cfg.lease_ms / 3, Ev::Beat(w, gen));
+            }
+            _ => {
+                self.workers[w].idle = true;
+                self.next_step(w, self.plan.idle_poll_ms);
+            }
+        }
+    }
+
+    fn beat(&mut self, w: usize) {
+        let Some(job) = self.workers[w].job.clone() else {
+            return;
+        };
+        if !matches!(self.workers[w].mode, Mode::Healthy | Mode::Slow) {
+            return;
+        }
+        let name = self.workers[w].name();
+        let call = Call::Heartbeat {
+            action_id: job.action,
+            worker: name.clone(),
+            epoch: job.epoch,
+            now_ms: self.now_ms,
+        };
+        match self.step(Some(w), call) {
+            Some(Step::Beat(true)) => {
+                let gen = self.workers[w].gen;
+                self.at(self.now_ms + self.cfg.lease_ms / 3, Ev::Beat(w, gen));
+            }
+            Some(_) => {
+                self.log(
+                    job.action,
+                    format!("{name}'s heartbeat was fenced: drops the job"),
+                );
+                self.drop_job(w);
+            }
+            None => {}
+        }
+    }
+
+    fn hooks(&mut self) {
+        let mut due = std::mem::take(&mut self.hook_retry);
+        due.extend(self.provider.due_webhooks(self.now_ms as f64 / 1000.0));
+        for hook in due {
+            let action = key_action(&hook.key).unwrap_or(0);
+            self.log(
+                action,
+                format!(
+                    "webhook {} says {} for {:?}",
+                    hook.event_id,
+                    status_name(hook.status),
+                    hook.key
+                ),
+            );
+            let before = self.report.crashes;
+            let r = self.step(
+                None,
+                Call::OnWebhook {
+                    event: hook.clone(),
+                },
+            );
+            if r.is_none() || self.report.crashes > before {
+                // The receiver answered with an error: the provider delivers it again.
+                self.hook_retry.push(hook);
+            }
+        }
+    }
+
+    fn wake_idle(&mut self) {
+        if let Some(w) = self.workers.iter().position(|w| w.idle && !w.dead) {
+            self.workers[w].idle = false;
+            self.workers[w].gen += 1;
+            self.next_step(w, 0);
+        }
+    }
+
+    fn quiet(&self) -> bool {
+        self.arrived == self.plan.actions
+            && self.hook_retry.is_empty()
+            && self.provider.pending_webhooks() == 0
+            && self.workers.iter().all(|w| w.job.is_none() && !w.dead)
+    }
+
+    fn run(mut self) -> Result<ChaosReport, String> {
+        let stores: Vec<String> = (0..self.plan.stores).map(store_name).collect();
+        self.host.reset(&self.cfg, &stores)?;
+        // Arrivals: evenly spread with jitter, stores drawn from the seed.
+        for id in 1..=self.plan.actions {
+            let t = (id - 1) * self.plan.arrivals_ms / self.plan.actions
+                + self.rng.below(self.plan.arrivals_ms / self.plan.actions);
+            self.at(t, Ev::Arrive(id));
+        }
+        for w in 0..self.plan.workers as usize {
+            self.workers.push(Worker {
+                base: format!("w{w}"),
+                life: 1,
+                gen: 0,
+                job: None,
+                mode: Mode::Healthy,
+                idle: true,
+                dead: false,
+            });
+        }
+        self.at(self.restart.0, Ev::RestartDb);
+        self.at(100, Ev::Hooks);
+        let stop_ms = self.plan.arrivals_ms + self.plan.drain_max_ms;
+        let mut quiet_polls = 0;
+        while let Some(((t, _), ev)) = self.events.pop_first() {
+            if t > stop_ms {
+                break;
+            }
+            self.now_ms = t;
+            match ev {
+                Ev::Arrive(id) => {
+                    let store = self.rng.below(self.plan.stores);
+                    let row = action_row(id, store, t);
+                    self.action_of_body.insert(row.body.clone(), id);
+                    self.host.enqueue(&row)?;
+                    self.arrived += 1;
+                    self.log(id, format!("arrives for {}", row.store));
+                    self.wake_idle();
+                }
+                Ev::Step(w, gen) => {
+                    if self.workers[w].gen == gen && !self.workers[w].dead {
+                        if self.workers[w].job.is_none() && self.quiet() {
+                            quiet_polls += 1;
+                            // Every worker found nothing twice in a row: done.
+                            if quiet_polls > 2 * self.plan.workers {
+                                break;
+                            }
+                        } else {
+                            quiet_polls = 0;
+                        }
+                        self.worker_step(w);
+                    }
+                }
+                Ev::Beat(w, gen) => {
+                    if self.workers[w].gen == gen && !self.workers[w].dead {
+                        self.beat(w);
+                    }
+                }
+                Ev::Respawn(w) => {
+                    let wk = &mut self.workers[w];
+                    wk.dead = false;
+                    wk.life += 1;
+                    wk.gen += 1;
+                    wk.idle = false;
+                    self.next_step(w, 0);
+                }
+                Ev::Hooks => {
+                    self.hooks();
+                    self.at(t + 100, Ev::Hooks);
+                }
+                Ev::RestartDb => {
+                    self.host.restart_db();
+                    self.log(
+                        0,
+                        format!(
+                            "the database restarts; down for {} ms",
+                            self.plan.db_restart_ms
+                        ),
+                    );
+                }
+            }
+        }
+        self.report.end_ms = self.now_ms;
+        self.finish()
+    }
+
+    fn finish(mut self) -> Result<ChaosReport, String> {
+        let actions: Vec<u64> = (1..=self.plan.actions).collect();
+        self.report.tally = tally(self.provider.log(), actions.iter().copied());
+        let finals = self.provider.final_statuses();
+        let outbox: BTreeMap<u64, String> = self.host.outbox()?.into_iter().collect();
+        let mut effects: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut since_lookup: BTreeMap<u64, bool> = BTreeMap::new();
+        let mut bad_resend: BTreeMap<u64, bool> = BTreeMap::new();
+        for e in self.provider.log() {
+            match e {
+                super::provider::Entry::Effect { action, .. } => {
+                    *effects.entry(*action).or_default() += 1
+                }
+                super::provider::Entry::Send { action, .. }
+                    if since_lookup.insert(*action, true) == Some(true) =>
+                {
+                    bad_resend.insert(*action, true);
+                }
+                super::provider::Entry::Lookup { key, .. } => {
+                    if let Some(a) = key_action(key) {
+                        since_lookup.insert(a, false);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut failing = Vec::new();
+        for a in &actions {
+            let mut why = Vec::new();
+            match effects.get(a).copied().unwrap_or(0) {
+                0 => why.push("no message went out".to_string()),
+                1 => {}
+                n => why.push(format!("{n} messages went out")),
+            }
+            if bad_resend.contains_key(a) {
+                why.push("sent again with no lookup since the previous send".to_string());
+            }
+            if let Some(f) = finals.get(a) {
+                let o = outbox.get(a);
+                if o.map(String::as_str) != Some(status_name(*f)) {
+                    self.report.outcomes_differ += 1;
+                    why.push(format!(
+                        "the outbox says {} but the provider's final status is {}",
+                        o.map_or("nothing (no row)".to_string(), |s| format!("{s:?}")),
+                        status_name(*f)
+                    ));
+                }
+            }
+            if self.taken.contains(a) {
+                why.push("claimed while a healthy worker was still on it".to_string());
+            }
+            if !why.is_empty() {
+                failing.push((*a, why.join("; ")));
+            }
+        }
+        const STORIES: usize = 5;
+        for (a, _) in failing.iter().take(STORIES) {
+            let lines: Vec<StoryLine> = self
+                .story
+                .iter()
+                .filter(|l| l.action == *a)
+                .cloned()
+                .collect();
+            self.report.stories.insert(*a, lines);
+        }
+        self.report.failing = failing;
+        self.report.kills.entry("total".into()).or_default();
+        let total: u64 = self
+            .report
+            .kills
+            .iter()
+            .filter(|(k, _)| *k != "total")
+            .map(|(_, v)| v)
+            .sum();
+        self.report.kills.insert("total".into(), total);
+        Ok(self.report)
+    }
+}
+
+pub fn kill_name(k: KillKind) -> &'static str {
+    match k {
+        KillKind::MidTransaction => "mid-transaction",
+        KillKind::BetweenCommitAndSend => "between commit and send",
+        KillKind::RequestOnTheWire => "with a request on the wire",
+        KillKind::FrozenPastLease => "while frozen past the lease",
+    }
+}
+
+/// The chaos run: the plan's actions through the host's pieces, with kills,
+/// freezes, slow workers, one database restart and the provider's webhooks.
+pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, String> {
+    let restart = (
+        plan.db_restart_at_ms,
+        plan.db_restart_at_ms + plan.db_restart_ms,
+    );
+    let sim = Chaos {
+        host,
+        cfg: Config::default(),
+        rng: SeededRng::new(plan.seed),
+        fault_rng: SeededRng::new(plan.seed ^ 0x5eed_fa17),
+        provider: Provider::new(plan.seed ^ 0x9e37_79b9, Rates::default(), Timing::default()),
+        now_ms: 0,
+        seq: 0,
+        events: BTreeMap::new(),
+        workers: Vec::new(),
+        quota: Quota {
+            arrivals_ms: plan.arrivals_ms,
+            kills: plan.kills,
+            done: [0; 4],
+        },
+        restart,
+        action_of_body: BTreeMap::new(),
+        story: Vec::new(),
+        hook_retry: Vec::new(),
+        report: ChaosReport {
+            seed: plan.seed,
+            tally: ChaosTally::default(),
+            outcomes_differ: 0,
+            taken_from_healthy: 0,
+            kills: BTreeMap::new(),
+            zombies: 0,
+            slow: 0,
+            db_restart: restart,
+            crashes: 0,
+            crash_messages: Vec::new(),
+            steps: 0,
+            end_ms: 0,
+            failing: Vec::new(),
+            stories: BTreeMap::new(),
+        },
+        zombies_left: plan.zombies,
+        slow_left: plan.slow,
+        arrived: 0,
+        current_epoch: BTreeMap::new(),
+        taken: Vec::new(),
+        plan: plan.clone(),
+    };
+    sim.run()
+}

@@ -1,0 +1,116 @@
+//! The courier simulator, proved natively with the Rust reference host: the
+//! reference passes the chaos run and the fairness run; the big mistakes are each
+//! caught by a row; a seed replays the same run.
+
+use delivery_lab::courier::fairness::{fairness_run, FairPlan, Load};
+use delivery_lab::courier::reference::{Mistake, RefHost};
+use delivery_lab::courier::sim::{chaos_run, ChaosPlan, ChaosReport};
+
+fn chaos(mistake: Option<Mistake>, seed: u64) -> ChaosReport {
+    chaos_run(&mut RefHost::new(mistake), &ChaosPlan::full(seed)).expect("the run finishes")
+}
+
+#[test]
+fn reference_passes_the_chaos_run() {
+    for seed in [1, 2, 1042] {
+        let r = chaos(None, seed);
+        assert!(
+            r.passed(),
+            "seed {seed}: {:?} differ {} taken {} {:?}",
+            r.tally,
+            r.outcomes_differ,
+            r.taken_from_healthy,
+            r.failing.first().map(|f| &r.stories[&f.0])
+        );
+        assert_eq!(r.tally.actions, 2000);
+        assert_eq!(r.kills["total"], 200, "seed {seed}: {:?}", r.kills);
+        assert!(r.zombies > 0 && r.slow > 0, "{r:?}");
+        // Only the restart makes the reference fail a step: no other crash.
+        assert!(
+            r.crash_messages.iter().all(|m| m.contains("restarting")),
+            "{:?}",
+            r.crash_messages
+        );
+    }
+}
+
+#[test]
+fn a_seed_replays_the_same_run() {
+    let a = serde_json::to_string(&chaos(None, 7)).unwrap();
+    let b = serde_json::to_string(&chaos(None, 7)).unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, serde_json::to_string(&chaos(None, 8)).unwrap());
+}
+
+#[test]
+fn resending_without_a_lookup_is_caught() {
+    let r = chaos(Some(Mistake::ResendWithoutLookup), 1042);
+    assert!(r.tally.resends_without_lookup > 0, "{:?}", r.tally);
+    assert!(!r.passed());
+}
+
+#[test]
+fn a_new_key_on_resend_sends_twice() {
+    let r = chaos(Some(Mistake::NewKeyOnResend), 1042);
+    assert!(r.tally.more_than_one_effect > 0, "{:?}", r.tally);
+    let (a, why) = &r.failing[0];
+    assert!(why.contains("messages went out"), "{why}");
+    assert!(!r.stories[a].is_empty());
+}
+
+#[test]
+fn a_timeout_taken_as_failure_is_caught() {
+    let r = chaos(Some(Mistake::TimeoutIsFailure), 1042);
+    assert!(
+        r.outcomes_differ > 0 || r.tally.no_effect > 0,
+        "{:?} {}",
+        r.tally,
+        r.outcomes_differ
+    );
+}
+
+#[test]
+fn no_heartbeat_loses_a_slow_workers_job() {
+    let r = chaos(Some(Mistake::NoHeartbeat), 1042);
+    assert!(r.taken_from_healthy > 0, "{r:?}");
+}
+
+#[test]
+fn fair_claim_passes_and_fifo_fails_the_fairness_run() {
+    let plan = FairPlan::full(1042);
+    let fair = fairness_run(&mut RefHost::new(None), &plan);
+    assert!(fair.passed(), "{fair:?}");
+    let fifo = fairness_run(&mut RefHost::new(Some(Mistake::FifoClaim)), &plan);
+    assert!(!fifo.passed(), "{fifo:?}");
+    let bulk = fifo.rows.iter().find(|r| r.load == Load::Bulk10x).unwrap();
+    assert!(bulk.ratio > 1.5, "{fifo:?}");
+    println!("fair: {fair:?}\nfifo: {fifo:?}");
+}
+
+/// The reference's chaos and fairness reports for one seed, committed: the WASM
+/// build must produce the same bytes (`tests/wasm_api.rs`). After an intended
+/// change: `UPDATE_SNAPSHOTS=1 cargo test --test courier_sim` and review the diff.
+#[test]
+fn the_runs_match_their_snapshot() {
+    let actual = format!(
+        "{}\n{}\n",
+        serde_json::to_string(&chaos(None, 1042)).unwrap(),
+        serde_json::to_string(&fairness_run(
+            &mut RefHost::new(None),
+            &FairPlan::full(1042)
+        ))
+        .unwrap()
+    );
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/courier-reference-runs.json");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .expect("missing snapshot: run UPDATE_SNAPSHOTS=1 cargo test --test courier_sim");
+    assert!(
+        expected == actual,
+        "the courier runs differ from their snapshot:\n{actual}"
+    );
+}
