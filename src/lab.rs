@@ -31,7 +31,7 @@ pub trait Lab: Sync {
 }
 
 pub fn labs() -> &'static [&'static dyn Lab] {
-    &[&crate::deliver_once::DeliverOnce]
+    &[&crate::deliver_once::DeliverOnce, &crate::courier::Courier]
 }
 
 pub fn lab_by_id(id: &str) -> Option<&'static dyn Lab> {

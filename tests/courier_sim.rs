@@ -114,3 +114,59 @@ fn the_runs_match_their_snapshot() {
         "the courier runs differ from their snapshot:\n{actual}"
     );
 }
+
+#[test]
+fn the_reference_host_passes_every_test_of_the_lab() {
+    use delivery_lab::courier::{grade, DEFAULT_SEED};
+    use delivery_lab::report::{Audience, TestStatus};
+    let report = grade(&mut RefHost::new(None), DEFAULT_SEED, Audience::Staff);
+    for t in &report.tests {
+        assert_eq!(t.status, TestStatus::Pass, "{}: {:?}", t.name, t.message);
+    }
+    assert!(report.tests.len() >= 20, "{}", report.tests.len());
+}
+
+#[test]
+fn each_system_mistake_fails_a_named_test() {
+    use delivery_lab::courier::{grade, CHAOS_TEST, DEFAULT_SEED, FAIRNESS_TEST};
+    use delivery_lab::report::{Audience, TestStatus};
+    for (m, must_fail) in [
+        (
+            Mistake::ResendWithoutLookup,
+            "after an unknown send, look the key up before sending again",
+        ),
+        (Mistake::NewKeyOnResend, CHAOS_TEST),
+        (Mistake::FifoClaim, FAIRNESS_TEST),
+        (
+            Mistake::NoHeartbeat,
+            "a fenced heartbeat says so and extends nothing",
+        ),
+        (
+            Mistake::TimeoutIsFailure,
+            "a send that times out means wait",
+        ),
+    ] {
+        let report = grade(&mut RefHost::new(Some(m)), DEFAULT_SEED, Audience::Staff);
+        let t = report
+            .tests
+            .iter()
+            .find(|t| t.name == must_fail)
+            .unwrap_or_else(|| panic!("no test {must_fail}"));
+        assert_ne!(t.status, TestStatus::Pass, "{m:?} passed {must_fail}");
+    }
+}
+
+#[test]
+#[ignore = "prints what a learner sees; run with --ignored --nocapture"]
+fn peek() {
+    use delivery_lab::courier::{grade, DEFAULT_SEED};
+    use delivery_lab::report::Audience;
+    for m in [
+        None,
+        Some(Mistake::NewKeyOnResend),
+        Some(Mistake::FifoClaim),
+    ] {
+        let r = grade(&mut RefHost::new(m), DEFAULT_SEED, Audience::Learner);
+        println!("=== {m:?}\n{}", r.to_text());
+    }
+}

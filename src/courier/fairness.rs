@@ -4,8 +4,7 @@
 //! equal. Sized at about 40% busy so that the noisy store's extra 9% of traffic
 //! barely moves the queue by itself: what moves p95 is the scheduler.
 
-use super::provider::{LookupAnswer, SendAnswer};
-use super::sim::{action_row, store_name, Call, Config, Fault, Faults, Host, Killed};
+use super::sim::{action_row, store_name, Call, Config, Host, StepWorld};
 use crate::rng::SeededRng;
 use crate::value::Value;
 use serde::Serialize;
@@ -93,21 +92,6 @@ impl FairnessReport {
     }
 }
 
-/// The fairness run's claims touch no provider and never fault.
-struct Calm;
-
-impl Faults for Calm {
-    fn statement(&mut self, _in_tx: bool) -> Fault {
-        Fault::Go
-    }
-    fn send(&mut self, _k: &str, _p: &str, _b: &str) -> Result<SendAnswer, Killed> {
-        Err(Killed)
-    }
-    fn lookup(&mut self, _k: &str) -> Result<LookupAnswer, Killed> {
-        Err(Killed)
-    }
-}
-
 /// Arrivals: (time, store, service ms). The other stores' arrivals and every
 /// action's service time come from per-store streams, so they are the same in
 /// every load: only the noisy store differs.
@@ -174,12 +158,14 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
     let mut idle: Vec<bool> = vec![true; plan.workers as usize];
     let mut latencies = Vec::new();
     let mut bad_claims = 0;
+    // The fairness run's claims touch no provider and never fault.
+    let calm = StepWorld::calm();
     let claim = |host: &mut dyn Host, w: usize, now_ms: u64| -> Result<Option<u64>, String> {
         let call = Call::Claim {
             worker: format!("w{w}"),
             now_ms,
         };
-        match host.call(&call, &mut Calm) {
+        match host.call(&call, &calm) {
             Ok(Value::None) => Ok(None),
             Ok(Value::Tuple(t)) if t.len() == 2 => match t[0] {
                 Value::Int(id) if id > 0 => Ok(Some(id as u64)),

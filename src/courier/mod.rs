@@ -1,12 +1,241 @@
-//! Lab 2, the courier challenge (in progress): exactly one SMS per action through a
-//! provider that misbehaves, with killed workers, a restarting database and fair
-//! claiming. Contract: the course's `labs/courier.md`; the spec is `DESIGN.md`.
+//! Lab 2, the courier challenge: exactly one SMS per action through a provider that
+//! misbehaves, with killed workers, a restarting database and fair claiming.
+//! Contract: the course's `labs/courier.md`; the engineering spec is `DESIGN.md`.
 //!
-//! Not registered in `crate::labs()` yet: so far it holds the misbehaving provider,
-//! the simulator with its chaos and fairness runs, and a Rust reference host that
-//! proves them natively. The learner's side (SQLite in Pyodide) comes next.
+//! The learner's database is the host's (SQLite in Pyodide); the engine reaches it
+//! through `sim::Host`. Grading: unit tests per piece (`units.rs`, examples here and
+//! hidden ones in `hidden-tests/courier/`), then the chaos run and the fairness run.
 
+pub mod examples;
 pub mod fairness;
 pub mod provider;
 pub mod reference;
 pub mod sim;
+pub mod units;
+
+use crate::lab::{Lab, LabInfo};
+use crate::report::{Audience, Report, TestKind, TestReport, TestStatus};
+use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
+use sim::{chaos_run, ChaosPlan, ChaosReport, Host};
+use units::{run_case, UnitCase};
+
+pub const ID: &str = "courier";
+pub const DEFAULT_SEED: u64 = 1042;
+
+static INFO: LabInfo = LabInfo {
+    id: ID,
+    title: "The courier challenge",
+    level: "Advanced",
+    minutes: 90,
+    xp: 250,
+    time_limit_s: 20.0,
+    functions: &[
+        "claim",
+        "write_intent",
+        "deliver_step",
+        "merge",
+        "on_webhook",
+        "heartbeat",
+    ],
+    starter_py: include_str!("starter.py"),
+    reference_py: include_str!("reference.py"),
+    instructions_md: include_str!("lab.md"),
+};
+
+pub const CHAOS_TEST: &str = "chaos run: 2,000 actions, 200 kills, a database restart";
+pub const FAIRNESS_TEST: &str = "fairness run: one store at 10x among 100";
+
+pub struct Courier;
+
+impl Lab for Courier {
+    fn info(&self) -> &'static LabInfo {
+        &INFO
+    }
+
+    fn tests(&self) -> Vec<(String, TestKind)> {
+        cases()
+            .iter()
+            .map(|c| (c.name.to_string(), c.kind))
+            .chain([CHAOS_TEST, FAIRNESS_TEST].map(|n| (n.to_string(), TestKind::Example)))
+            .collect()
+    }
+}
+
+/// The hidden cases, compiled in with the `hidden` feature.
+#[cfg(feature = "hidden")]
+mod hidden {
+    use super::provider::{LookupAnswer, SendAnswer, Status};
+    use super::sim::{ActionState, Call, OutboxState, Script, Tables};
+    use super::units::{accepted, action, found, outbox, stores, webhook, UnitCase};
+    use crate::report::TestKind;
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hidden-tests/courier/cases.rs"
+    ));
+    pub fn cases() -> Vec<UnitCase> {
+        hidden_cases()
+    }
+}
+
+#[cfg(not(feature = "hidden"))]
+mod hidden {
+    pub fn cases() -> Vec<super::units::UnitCase> {
+        Vec::new()
+    }
+}
+
+/// Every unit case, examples first.
+pub fn cases() -> Vec<UnitCase> {
+    examples::examples()
+        .into_iter()
+        .chain(hidden::cases())
+        .collect()
+}
+
+fn system_test(name: &str, passed: bool, message: String) -> TestReport {
+    TestReport {
+        name: name.into(),
+        kind: TestKind::Example,
+        status: if passed {
+            TestStatus::Pass
+        } else {
+            TestStatus::Fail
+        },
+        points: u32::from(passed),
+        max_points: 1,
+        rule: None,
+        message: Some(message),
+        expected: None,
+        actual: None,
+        trace: Vec::new(),
+        output: None,
+    }
+}
+
+fn row(label: &str, value: String, must: &str, ok: bool) -> String {
+    format!(
+        "{} {label:<58} {value:>12}   must be {must}",
+        if ok { "ok  " } else { "FAIL" }
+    )
+}
+
+pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
+    let t = &r.tally;
+    let mut out = vec![
+        format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
+            r.kills.get("total").copied().unwrap_or(0),
+            r.kills.iter().filter(|(k, _)| *k != "total").map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
+            r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
+        String::new(),
+        row("actions with exactly one message sent", format!("{} of {}", t.exactly_one_effect, t.actions), &format!("{} of {}", t.actions, t.actions), t.exactly_one_effect == t.actions),
+        row("actions with more than one message", t.more_than_one_effect.to_string(), "0", t.more_than_one_effect == 0),
+        row("actions with no message", t.no_effect.to_string(), "0", t.no_effect == 0),
+        row("sends with no lookup since the previous send", t.resends_without_lookup.to_string(), "0", t.resends_without_lookup == 0),
+        row("outbox statuses that differ from the provider's final one", r.outcomes_differ.to_string(), "0", r.outcomes_differ == 0),
+        row("jobs claimed from a healthy worker", r.taken_from_healthy.to_string(), "0", r.taken_from_healthy == 0),
+    ];
+    if r.crashes > 0 {
+        out.push(String::new());
+        out.push(format!(
+            "{} steps raised or returned the wrong shape (the worker restarted):",
+            r.crashes
+        ));
+        out.extend(r.crash_messages.iter().map(|m| format!("  {m}")));
+    }
+    for (a, why) in r.failing.iter().take(3) {
+        out.push(String::new());
+        out.push(format!("Action {a}: {why}. Its story, in lab time:"));
+        for l in r.stories.get(a).into_iter().flatten() {
+            out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));
+        }
+    }
+    if r.failing.len() > 3 {
+        out.push(format!(
+            "\n({} more actions broke a row.)",
+            r.failing.len() - 3
+        ));
+    }
+    out.join("\n")
+}
+
+pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
+    let mut out = vec![format!(
+        "The other 99 stores' p95 latency (arrival to the message going out, lab ms), against the run where every store is equal; passes within {:.0}%.",
+        (yours.max_ratio - 1.0) * 100.0
+    )];
+    if let Some(e) = &yours.error {
+        out.push(format!("Your claim could not finish the run: {e}"));
+    }
+    out.push(String::new());
+    out.push(format!(
+        "{:<30} {:>18} {:>18}",
+        "load", "your claim", "FIFO"
+    ));
+    let bar = |ratio: f64| "#".repeat(((ratio * 10.0).round() as usize).min(40));
+    for (i, y) in yours.rows.iter().enumerate() {
+        let f = fifo.rows.get(i);
+        out.push(format!(
+            "{:<30} {:>9} ms {:>5.2}x {:>9} ms {:>5.2}x",
+            load_name(y.load),
+            y.p95_ms,
+            y.ratio,
+            f.map_or(0, |f| f.p95_ms),
+            f.map_or(0.0, |f| f.ratio)
+        ));
+    }
+    out.push(String::new());
+    for (i, y) in yours.rows.iter().enumerate() {
+        out.push(format!(
+            "  yours {:<28} {} {:.2}x",
+            load_name(y.load),
+            bar(y.ratio),
+            y.ratio
+        ));
+        if let Some(f) = fifo.rows.get(i) {
+            out.push(format!(
+                "  FIFO  {:<28} {} {:.2}x",
+                load_name(f.load),
+                bar(f.ratio),
+                f.ratio
+            ));
+        }
+    }
+    if yours.rows.iter().any(|r| r.bad_claims > 0) {
+        out.push(
+            "\nYour claim returned actions that were not waiting (already claimed or dispatched)."
+                .into(),
+        );
+    }
+    out.join("\n")
+}
+
+/// Runs every test against the learner's host and reports. A learner error is
+/// confined to its test; a run past the time limit stops the system runs.
+pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
+    let mut tests: Vec<TestReport> = cases()
+        .iter()
+        .map(|c| run_case(host, c).for_audience(audience))
+        .collect();
+    match chaos_run(host, &ChaosPlan::full(seed)) {
+        Ok(r) => tests.push(system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed))),
+        Err(e) => {
+            let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
+            if e.contains("limit") {
+                t.status = TestStatus::Timeout;
+            }
+            tests.push(t);
+        }
+    }
+    let plan = FairPlan::full(seed);
+    let yours = fairness_run(host, &plan);
+    let fifo = fairness_run(
+        &mut reference::RefHost::new(Some(reference::Mistake::FifoClaim)),
+        &plan,
+    );
+    tests.push(system_test(
+        FAIRNESS_TEST,
+        yours.passed(),
+        fairness_text(&yours, &fifo),
+    ));
+    Report::new(ID, seed, INFO.xp, tests)
+}

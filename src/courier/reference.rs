@@ -6,7 +6,10 @@
 //! against their own SQLite; this store is never shown to them.
 
 use super::provider::{LookupAnswer, SendAnswer};
-use super::sim::{status_name, ActionRow, Call, Config, Fault, Faults, Host};
+use super::sim::{
+    status_name, ActionRow, ActionState, Call, Config, Fault, Faults, Host, OutboxState, StepWorld,
+    StoreState, Tables,
+};
 use crate::value::{LearnerError, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +31,7 @@ pub enum Mistake {
 #[derive(Clone, Debug, PartialEq)]
 struct ActionRec {
     store: String,
+    created_ms: u64,
     body: String,
     phone: String,
     state: &'static str,
@@ -275,7 +279,7 @@ impl RefHost {
         self.write(f)?; // UPDATE outbox SET status
         let mut o = self.outbox[&id].clone();
         o.status = merge(&o.status, status);
-        if msg.is_some() {
+        if o.message_id.is_none() {
             o.message_id = msg;
         }
         let final_status = o.status.clone();
@@ -350,7 +354,9 @@ impl RefHost {
         self.set_outbox(id, o2);
         self.commit(f)?;
         let a = self.actions[&id].clone();
-        match f.send(&key, &a.phone, &a.body).map_err(killed)? {
+        // What the outbox holds, committed, as the request leaves.
+        let committed = Some(self.outbox[&id].attempts);
+        match f.send(&key, &a.phone, &a.body, committed).map_err(killed)? {
             SendAnswer::Accepted { message_id } => {
                 self.settle(f, id, worker, epoch, now_ms, "accepted", Some(message_id))
             }
@@ -367,6 +373,7 @@ impl RefHost {
         event_id: &str,
         key: &str,
         status: &str,
+        message_id: &str,
     ) -> R<Value> {
         self.write(f)?; // INSERT OR IGNORE INTO webhook_events
         if self.events.contains(event_id) {
@@ -385,6 +392,9 @@ impl RefHost {
             let mut o2 = o;
             o2.status = merge(&o2.status, status);
             o2.events_applied += 1;
+            if o2.message_id.is_none() {
+                o2.message_id = Some(message_id.into());
+            }
             self.set_outbox(id, o2);
         }
         self.commit(f)?;
@@ -440,6 +450,7 @@ impl Host for RefHost {
             a.id,
             ActionRec {
                 store: a.store.clone(),
+                created_ms: a.created_ms,
                 body: a.body.clone(),
                 phone: a.phone.clone(),
                 state: "pending",
@@ -458,7 +469,8 @@ impl Host for RefHost {
         Ok(())
     }
 
-    fn call(&mut self, call: &Call, f: &mut dyn Faults) -> Result<Value, LearnerError> {
+    fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
+        let f: &mut dyn Faults = &mut world.clone();
         let r = match call {
             Call::Claim { worker, now_ms } => self.claim(f, worker, *now_ms),
             Call::WriteIntent {
@@ -472,15 +484,20 @@ impl Host for RefHost {
                 epoch,
                 now_ms,
             } => self.deliver_step(f, *action_id, worker, *epoch, *now_ms),
-            Call::OnWebhook { event } => {
-                self.on_webhook(f, &event.event_id, &event.key, status_name(event.status))
-            }
+            Call::OnWebhook { event } => self.on_webhook(
+                f,
+                &event.event_id,
+                &event.key,
+                status_name(event.status),
+                &event.message_id,
+            ),
             Call::Heartbeat {
                 action_id,
                 worker,
                 epoch,
                 now_ms,
             } => self.heartbeat(f, *action_id, worker, *epoch, *now_ms),
+            Call::Merge { current, reported } => Ok(Value::Str(merge(current, reported))),
         };
         r.map_err(|Stop(e)| e)
     }
@@ -493,11 +510,91 @@ impl Host for RefHost {
         self.rollback();
     }
 
-    fn outbox(&mut self) -> Result<Vec<(u64, String)>, String> {
-        Ok(self
-            .outbox
-            .iter()
-            .map(|(id, o)| (*id, o.status.clone()))
-            .collect())
+    fn dump(&mut self) -> Result<Tables, String> {
+        Ok(Tables {
+            actions: self
+                .actions
+                .iter()
+                .map(|(id, a)| ActionState {
+                    id: *id,
+                    store: a.store.clone(),
+                    phone: a.phone.clone(),
+                    body: a.body.clone(),
+                    created_ms: a.created_ms,
+                    state: a.state.to_string(),
+                    owner: a.owner.clone(),
+                    epoch: a.epoch,
+                    lease_until_ms: a.lease_until_ms,
+                })
+                .collect(),
+            stores: self
+                .stores
+                .iter()
+                .map(|(s, t)| StoreState {
+                    store: s.clone(),
+                    last_served_ms: *t,
+                })
+                .collect(),
+            outbox: self
+                .outbox
+                .iter()
+                .map(|(id, o)| OutboxState {
+                    action_id: *id,
+                    idem_key: o.key.clone(),
+                    attempts: o.attempts,
+                    status: o.status.clone(),
+                    message_id: o.message_id.clone(),
+                    events_applied: o.events_applied,
+                })
+                .collect(),
+            webhook_events: self.events.iter().cloned().collect(),
+        })
+    }
+
+    fn load(&mut self, t: &Tables) -> Result<(), String> {
+        self.actions.clear();
+        self.stores.clear();
+        self.outbox.clear();
+        self.events.clear();
+        self.undo.clear();
+        self.in_tx = false;
+        for a in &t.actions {
+            let state = match a.state.as_str() {
+                "pending" => "pending",
+                "claimed" => "claimed",
+                "dispatched" => "dispatched",
+                other => return Err(format!("unknown state {other:?}")),
+            };
+            self.actions.insert(
+                a.id,
+                ActionRec {
+                    store: a.store.clone(),
+                    body: a.body.clone(),
+                    phone: a.phone.clone(),
+                    created_ms: a.created_ms,
+                    state,
+                    owner: a.owner.clone(),
+                    epoch: a.epoch,
+                    lease_until_ms: a.lease_until_ms,
+                },
+            );
+        }
+        for st in &t.stores {
+            self.stores.insert(st.store.clone(), st.last_served_ms);
+        }
+        for o in &t.outbox {
+            self.outbox.insert(
+                o.action_id,
+                OutboxRec {
+                    key: o.idem_key.clone(),
+                    attempts: o.attempts,
+                    status: o.status.clone(),
+                    message_id: o.message_id.clone(),
+                    events_applied: o.events_applied,
+                },
+            );
+        }
+        self.events = t.webhook_events.iter().cloned().collect();
+        Ok(())
     }
 }

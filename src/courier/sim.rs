@@ -13,8 +13,10 @@ use super::provider::{
 };
 use crate::rng::SeededRng;
 use crate::value::{LearnerError, Value};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// The numbers the learner's pieces get as `cfg`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -43,6 +45,45 @@ pub struct ActionRow {
     pub created_ms: u64,
 }
 
+/// The lab's tables, row by row, in key order (what `Host::dump` reads and
+/// `Host::load` writes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tables {
+    pub actions: Vec<ActionState>,
+    pub stores: Vec<StoreState>,
+    pub outbox: Vec<OutboxState>,
+    pub webhook_events: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActionState {
+    pub id: u64,
+    pub store: String,
+    pub phone: String,
+    pub body: String,
+    pub created_ms: u64,
+    pub state: String,
+    pub owner: Option<String>,
+    pub epoch: i64,
+    pub lease_until_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoreState {
+    pub store: String,
+    pub last_served_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboxState {
+    pub action_id: u64,
+    pub idem_key: String,
+    pub attempts: i64,
+    pub status: String,
+    pub message_id: Option<String>,
+    pub events_applied: i64,
+}
+
 /// One call of a learner piece, as the host receives it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "piece", rename_all = "snake_case")]
@@ -65,6 +106,10 @@ pub enum Call {
     OnWebhook {
         event: Webhook,
     },
+    Merge {
+        current: String,
+        reported: String,
+    },
     Heartbeat {
         action_id: u64,
         worker: String,
@@ -81,6 +126,7 @@ impl Call {
             Call::DeliverStep { .. } => "deliver_step",
             Call::OnWebhook { .. } => "on_webhook",
             Call::Heartbeat { .. } => "heartbeat",
+            Call::Merge { .. } => "merge",
         }
     }
 }
@@ -103,7 +149,15 @@ pub struct Killed;
 /// The world as one step sees it: every statement and provider call asks it first.
 pub trait Faults {
     fn statement(&mut self, in_tx: bool) -> Fault;
-    fn send(&mut self, key: &str, phone: &str, body: &str) -> Result<SendAnswer, Killed>;
+    /// `committed_attempts`: the outbox row's `attempts` as committed when the request
+    /// leaves (read by the host outside the learner's transaction; None: no row).
+    fn send(
+        &mut self,
+        key: &str,
+        phone: &str,
+        body: &str,
+        committed_attempts: Option<i64>,
+    ) -> Result<SendAnswer, Killed>;
     fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed>;
 }
 
@@ -116,13 +170,15 @@ pub trait Host {
     /// Trusted (fairness run only): the action's message went out; release it.
     fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String>;
     /// Runs one learner piece; `faults` is asked at every statement and provider call.
-    fn call(&mut self, call: &Call, faults: &mut dyn Faults) -> Result<Value, LearnerError>;
+    fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError>;
     /// The worker's process is gone: roll back and close its connection.
     fn kill(&mut self, worker: &str);
     /// The database restarts: every open transaction is lost.
     fn restart_db(&mut self);
-    /// Trusted: every outbox row's (action id, status), read after the run.
-    fn outbox(&mut self) -> Result<Vec<(u64, String)>, String>;
+    /// Trusted: every table's rows, as committed.
+    fn dump(&mut self) -> Result<Tables, String>;
+    /// Trusted: replaces every table's rows (a unit case's starting state).
+    fn load(&mut self, tables: &Tables) -> Result<(), String>;
 }
 
 /// Where a worker was killed.
@@ -278,18 +334,132 @@ enum Ev {
     RestartDb,
 }
 
-/// What a step's world decided, read after the host returns.
-struct StepFaults<'a> {
-    provider: &'a mut Provider,
-    rng: &'a mut SeededRng,
+/// One world operation of a step, in order (unit cases check these).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    Statement {
+        in_tx: bool,
+    },
+    Send {
+        key: String,
+        committed_attempts: Option<i64>,
+    },
+    Lookup {
+        key: String,
+    },
+}
+
+/// A unit case's world: provider answers in order, and maybe a kill.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Script {
+    /// Kill the worker at this statement of the step (0-based).
+    pub kill_at_statement: Option<usize>,
+    /// Kill it with its send on the wire (after the provider took it).
+    pub kill_after_send: bool,
+    /// The database is restarting during this step.
+    pub db_down: bool,
+    pub sends: Vec<SendAnswer>,
+    pub lookups: Vec<LookupAnswer>,
+}
+
+enum Rule {
+    /// The fairness run: nothing fails.
+    Calm,
+    Chaos {
+        quota: Quota,
+        restart: (u64, u64),
+    },
+    Script(Script),
+}
+
+/// Everything a step's world needs, shared between the simulator and the handle
+/// the host holds during a call (`StepWorld`).
+pub struct WorldState {
+    pub provider: Provider,
+    rng: SeededRng,
+    rule: Rule,
+    action_of_body: BTreeMap<String, u64>,
+    /// Keys seen in sends, for the stories of lookups with keys of any shape.
+    action_of_key: BTreeMap<String, u64>,
+    story: Vec<StoryLine>,
     now_ms: u64,
-    restart: (u64, u64),
-    may_kill: bool,
-    quota: &'a mut Quota,
-    killed: Option<KillKind>,
-    action_of_body: &'a BTreeMap<String, u64>,
-    story: &'a mut Vec<StoryLine>,
     worker: String,
+    may_kill: bool,
+    killed: Option<KillKind>,
+    pub ops: Vec<Op>,
+    statements: usize,
+    sends: usize,
+    lookups: usize,
+}
+
+/// The handle a host's step reaches the world through.
+#[derive(Clone)]
+pub struct StepWorld(Rc<RefCell<WorldState>>);
+
+impl StepWorld {
+    fn new(provider: Provider, rng: SeededRng, rule: Rule) -> StepWorld {
+        StepWorld(Rc::new(RefCell::new(WorldState {
+            provider,
+            rng,
+            rule,
+            action_of_body: BTreeMap::new(),
+            action_of_key: BTreeMap::new(),
+            story: Vec::new(),
+            now_ms: 0,
+            worker: String::new(),
+            may_kill: false,
+            killed: None,
+            ops: Vec::new(),
+            statements: 0,
+            sends: 0,
+            lookups: 0,
+        })))
+    }
+
+    /// A world that never fails (the fairness run's claims).
+    pub fn calm() -> StepWorld {
+        StepWorld::new(
+            Provider::new(0, Rates::default(), Timing::default()),
+            SeededRng::new(0),
+            Rule::Calm,
+        )
+    }
+
+    /// A unit case's world.
+    pub fn scripted(script: Script, now_ms: u64, worker: &str) -> StepWorld {
+        let w = StepWorld::new(
+            Provider::new(0, Rates::default(), Timing::default()),
+            SeededRng::new(0),
+            Rule::Script(script),
+        );
+        w.begin(now_ms, worker, true);
+        w
+    }
+
+    fn begin(&self, now_ms: u64, worker: &str, may_kill: bool) {
+        let mut s = self.0.borrow_mut();
+        s.now_ms = now_ms;
+        s.worker = worker.to_string();
+        s.may_kill = may_kill;
+        s.killed = None;
+        s.ops.clear();
+        s.statements = 0;
+        s.sends = 0;
+        s.lookups = 0;
+    }
+
+    pub fn killed(&self) -> Option<KillKind> {
+        self.0.borrow().killed
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.0.borrow().ops.clone()
+    }
+
+    fn state(&self) -> std::cell::RefMut<'_, WorldState> {
+        self.0.borrow_mut()
+    }
 }
 
 /// Spreads each kind of fault evenly over the arrival period.
@@ -312,77 +482,152 @@ impl Quota {
     }
 }
 
-impl StepFaults<'_> {
+impl WorldState {
+    /// Whether the worker dies at this point (`kind` says where).
     fn kill(&mut self, kind: KillKind) -> bool {
         if self.killed.is_some() {
             return true;
         }
-        if self.may_kill && self.quota.allowed(kind, self.now_ms) && self.rng.chance(0.5) {
-            self.quota.take(kind);
+        let now = self.now_ms;
+        let hit = match &mut self.rule {
+            Rule::Calm => false,
+            Rule::Chaos { quota, .. } => {
+                self.may_kill && quota.allowed(kind, now) && self.rng.chance(0.5) && {
+                    quota.take(kind);
+                    true
+                }
+            }
+            Rule::Script(s) => match kind {
+                KillKind::MidTransaction => s.kill_at_statement == Some(self.statements),
+                KillKind::RequestOnTheWire => s.kill_after_send,
+                _ => false,
+            },
+        };
+        if hit {
             self.killed = Some(kind);
-            return true;
         }
-        false
+        hit
     }
+
     fn action_for(&self, body: &str) -> u64 {
         self.action_of_body.get(body).copied().unwrap_or(0)
     }
+
+    fn note(&mut self, action: u64, what: String) {
+        let t_ms = self.now_ms;
+        self.story.push(StoryLine { t_ms, action, what });
+    }
 }
 
-impl Faults for StepFaults<'_> {
+impl Faults for StepWorld {
     fn statement(&mut self, in_tx: bool) -> Fault {
-        if self.killed.is_some() {
-            return Fault::Kill;
-        }
-        if self.now_ms >= self.restart.0 && self.now_ms < self.restart.1 {
-            return Fault::DbDown;
-        }
-        if in_tx && self.kill(KillKind::MidTransaction) {
-            return Fault::Kill;
-        }
-        Fault::Go
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Statement { in_tx });
+        let answer = if s.killed.is_some() {
+            Fault::Kill
+        } else {
+            let down = match &s.rule {
+                Rule::Chaos { restart, .. } => s.now_ms >= restart.0 && s.now_ms < restart.1,
+                Rule::Script(sc) => sc.db_down,
+                Rule::Calm => false,
+            };
+            // A scripted kill may land on any statement; a chaos kill only inside a
+            // transaction (outside one it is the same as a kill between steps).
+            let scripted = matches!(s.rule, Rule::Script(_));
+            if down {
+                Fault::DbDown
+            } else if (in_tx || scripted) && s.kill(KillKind::MidTransaction) {
+                Fault::Kill
+            } else {
+                Fault::Go
+            }
+        };
+        s.statements += 1;
+        answer
     }
 
-    fn send(&mut self, key: &str, _phone: &str, body: &str) -> Result<SendAnswer, Killed> {
-        if self.kill(KillKind::BetweenCommitAndSend) {
+    fn send(
+        &mut self,
+        key: &str,
+        _phone: &str,
+        body: &str,
+        committed_attempts: Option<i64>,
+    ) -> Result<SendAnswer, Killed> {
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Send {
+            key: key.to_string(),
+            committed_attempts,
+        });
+        if s.kill(KillKind::BetweenCommitAndSend) {
             return Err(Killed);
         }
-        let action = self.action_for(body);
-        let answer = self.provider.send(self.now_ms as f64 / 1000.0, action, key);
-        self.story.push(StoryLine {
-            t_ms: self.now_ms,
+        let action = s.action_for(body);
+        s.action_of_key.insert(key.to_string(), action);
+        let i = s.sends;
+        let answer = match &s.rule {
+            Rule::Script(sc) => sc
+                .sends
+                .get(i)
+                .or(sc.sends.last())
+                .cloned()
+                .unwrap_or(SendAnswer::Timeout),
+            _ => {
+                let now_s = s.now_ms as f64 / 1000.0;
+                s.provider.send(now_s, action, key)
+            }
+        };
+        s.sends += 1;
+        let worker = s.worker.clone();
+        s.note(
             action,
-            what: format!(
-                "{} sends with key {key:?}: {}",
-                self.worker,
-                send_text(&answer)
-            ),
-        });
-        if self.kill(KillKind::RequestOnTheWire) {
-            self.story.push(StoryLine {
-                t_ms: self.now_ms,
+            format!("{worker} sends with key {key:?}: {}", send_text(&answer)),
+        );
+        if s.kill(KillKind::RequestOnTheWire) {
+            s.note(
                 action,
-                what: format!(
-                    "{} killed with the request on the wire (the answer is lost)",
-                    self.worker
-                ),
-            });
+                format!("{worker} killed with the request on the wire (the answer is lost)"),
+            );
             return Err(Killed);
         }
         Ok(answer)
     }
 
     fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed> {
-        if self.killed.is_some() {
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Lookup {
+            key: key.to_string(),
+        });
+        if s.killed.is_some() {
             return Err(Killed);
         }
-        let answer = self.provider.lookup(self.now_ms as f64 / 1000.0, key);
-        let action = key_action(key).unwrap_or(0);
-        self.story.push(StoryLine {
-            t_ms: self.now_ms,
+        let i = s.lookups;
+        let answer = match &s.rule {
+            Rule::Script(sc) => sc
+                .lookups
+                .get(i)
+                .or(sc.lookups.last())
+                .cloned()
+                .unwrap_or(LookupAnswer::Timeout),
+            _ => {
+                let now_s = s.now_ms as f64 / 1000.0;
+                s.provider.lookup(now_s, key)
+            }
+        };
+        s.lookups += 1;
+        let worker = s.worker.clone();
+        let action = s
+            .action_of_key
+            .get(key)
+            .copied()
+            .or(key_action(key))
+            .unwrap_or(0);
+        s.note(
             action,
-            what: format!("{} looks up {key:?}: {}", self.worker, lookup_text(&answer)),
-        });
+            format!("{worker} looks up {key:?}: {}", lookup_text(&answer)),
+        );
         Ok(answer)
     }
 }
@@ -478,7 +723,7 @@ fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
             Value::Bool(b) => Ok(Step::Beat(*b)),
             _ => Err(format!("heartbeat returned {v}; expected True or False")),
         },
-        Call::OnWebhook { .. } => Ok(Step::Nothing),
+        Call::OnWebhook { .. } | Call::Merge { .. } => Ok(Step::Nothing),
     }
 }
 
@@ -487,16 +732,12 @@ struct Chaos<'h> {
     plan: ChaosPlan,
     cfg: Config,
     rng: SeededRng,
-    fault_rng: SeededRng,
-    provider: Provider,
+    /// The provider, the fault rules and the stories, shared with the host's steps.
+    world: StepWorld,
     now_ms: u64,
     seq: u64,
     events: BTreeMap<(u64, u64), Ev>,
     workers: Vec<Worker>,
-    quota: Quota,
-    restart: (u64, u64),
-    action_of_body: BTreeMap<String, u64>,
-    story: Vec<StoryLine>,
     /// Webhooks the receiver could not take (the database was restarting): again later.
     hook_retry: Vec<Webhook>,
     report: ChaosReport,
@@ -506,6 +747,8 @@ struct Chaos<'h> {
     /// The epoch of each action's latest claim: only its holder is doing the job.
     current_epoch: BTreeMap<u64, i64>,
     taken: Vec<u64>,
+    /// The run stopped early: the learner's code ran past the time limit.
+    stopped: Option<String>,
 }
 
 const CRASH_MESSAGES_KEPT: usize = 3;
@@ -517,34 +760,43 @@ impl<'h> Chaos<'h> {
     }
 
     fn log(&mut self, action: u64, what: String) {
-        self.story.push(StoryLine {
-            t_ms: self.now_ms,
-            action,
-            what,
-        });
+        let mut w = self.world.state();
+        w.now_ms = self.now_ms;
+        w.note(action, what);
+    }
+
+    fn frozen_kill_due(&mut self) -> bool {
+        let now = self.now_ms;
+        let mut w = self.world.state();
+        match &mut w.rule {
+            Rule::Chaos { quota, .. } if quota.allowed(KillKind::FrozenPastLease, now) => {
+                quota.take(KillKind::FrozenPastLease);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Runs one learner step for worker `w` (or the webhook receiver when `None`).
     /// Returns the checked result, or None when the worker died or crashed.
     fn step(&mut self, w: Option<usize>, call: Call) -> Option<Step> {
         let worker = w.map_or_else(|| "webhooks".to_string(), |w| self.workers[w].name());
-        let mut faults = StepFaults {
-            provider: &mut self.provider,
-            rng: &mut self.fault_rng,
-            now_ms: self.now_ms,
-            restart: self.restart,
-            may_kill: w.is_some(),
-            quota: &mut self.quota,
-            killed: None,
-            action_of_body: &self.action_of_body,
-            story: &mut self.story,
-            worker: worker.clone(),
-        };
-        let answer = self.host.call(&call, &mut faults);
-        let killed = faults.killed;
+        self.world.begin(self.now_ms, &worker, w.is_some());
+        let answer = self.host.call(&call, &self.world);
+        let killed = self.world.killed();
         self.report.steps += 1;
         if let (Some(kind), Some(w)) = (killed, w) {
             self.kill(w, kind);
+            return None;
+        }
+        if let Err(LearnerError::Timeout { .. }) = &answer {
+            self.stopped = Some(
+                answer
+                    .clone()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
+            );
             return None;
         }
         let checked = answer
@@ -709,7 +961,7 @@ impl<'h> Chaos<'h> {
             .iter()
             .filter(|o| matches!(o.mode, Mode::Slow | Mode::Frozen(false)))
             .count();
-        let frozen_kill_due = self.quota.allowed(KillKind::FrozenPastLease, t);
+        let frozen_kill_due = self.frozen_kill_due();
         if frozen_kill_due
             || (away < 2
                 && self.zombies_left > 0
@@ -717,9 +969,7 @@ impl<'h> Chaos<'h> {
                 && self.rng.chance(0.3))
         {
             let dies = frozen_kill_due;
-            if dies {
-                self.quota.take(KillKind::FrozenPastLease);
-            } else {
+            if !dies {
                 self.zombies_left -= 1;
                 self.report.zombies += 1;
             }
@@ -840,7 +1090,8 @@ impl<'h> Chaos<'h> {
 
     fn hooks(&mut self) {
         let mut due = std::mem::take(&mut self.hook_retry);
-        due.extend(self.provider.due_webhooks(self.now_ms as f64 / 1000.0));
+        let now_s = self.now_ms as f64 / 1000.0;
+        due.extend(self.world.state().provider.due_webhooks(now_s));
         for hook in due {
             let action = key_action(&hook.key).unwrap_or(0);
             self.log(
@@ -877,7 +1128,7 @@ impl<'h> Chaos<'h> {
     fn quiet(&self) -> bool {
         self.arrived == self.plan.actions
             && self.hook_retry.is_empty()
-            && self.provider.pending_webhooks() == 0
+            && self.world.0.borrow().provider.pending_webhooks() == 0
             && self.workers.iter().all(|w| w.job.is_none() && !w.dead)
     }
 
@@ -901,7 +1152,8 @@ impl<'h> Chaos<'h> {
                 dead: false,
             });
         }
-        self.at(self.restart.0, Ev::RestartDb);
+        let restart_at = self.plan.db_restart_at_ms;
+        self.at(restart_at, Ev::RestartDb);
         self.at(100, Ev::Hooks);
         let stop_ms = self.plan.arrivals_ms + self.plan.drain_max_ms;
         let mut quiet_polls = 0;
@@ -909,12 +1161,18 @@ impl<'h> Chaos<'h> {
             if t > stop_ms {
                 break;
             }
+            if let Some(why) = self.stopped.take() {
+                return Err(why);
+            }
             self.now_ms = t;
             match ev {
                 Ev::Arrive(id) => {
                     let store = self.rng.below(self.plan.stores);
                     let row = action_row(id, store, t);
-                    self.action_of_body.insert(row.body.clone(), id);
+                    self.world
+                        .state()
+                        .action_of_body
+                        .insert(row.body.clone(), id);
                     self.host.enqueue(&row)?;
                     self.arrived += 1;
                     self.log(id, format!("arrives for {}", row.store));
@@ -969,13 +1227,21 @@ impl<'h> Chaos<'h> {
 
     fn finish(mut self) -> Result<ChaosReport, String> {
         let actions: Vec<u64> = (1..=self.plan.actions).collect();
-        self.report.tally = tally(self.provider.log(), actions.iter().copied());
-        let finals = self.provider.final_statuses();
-        let outbox: BTreeMap<u64, String> = self.host.outbox()?.into_iter().collect();
+        let world = self.world.0.clone();
+        let world = world.borrow();
+        self.report.tally = tally(world.provider.log(), actions.iter().copied());
+        let finals = world.provider.final_statuses();
+        let outbox: BTreeMap<u64, String> = self
+            .host
+            .dump()?
+            .outbox
+            .into_iter()
+            .map(|o| (o.action_id, o.status))
+            .collect();
         let mut effects: BTreeMap<u64, usize> = BTreeMap::new();
         let mut since_lookup: BTreeMap<u64, bool> = BTreeMap::new();
         let mut bad_resend: BTreeMap<u64, bool> = BTreeMap::new();
-        for e in self.provider.log() {
+        for e in world.provider.log() {
             match e {
                 super::provider::Entry::Effect { action, .. } => {
                     *effects.entry(*action).or_default() += 1
@@ -986,8 +1252,8 @@ impl<'h> Chaos<'h> {
                     bad_resend.insert(*action, true);
                 }
                 super::provider::Entry::Lookup { key, .. } => {
-                    if let Some(a) = key_action(key) {
-                        since_lookup.insert(a, false);
+                    if let Some(a) = world.action_of_key.get(key) {
+                        since_lookup.insert(*a, false);
                     }
                 }
                 _ => {}
@@ -1024,7 +1290,7 @@ impl<'h> Chaos<'h> {
         }
         const STORIES: usize = 5;
         for (a, _) in failing.iter().take(STORIES) {
-            let lines: Vec<StoryLine> = self
+            let lines: Vec<StoryLine> = world
                 .story
                 .iter()
                 .filter(|l| l.action == *a)
@@ -1066,20 +1332,22 @@ pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, S
         host,
         cfg: Config::default(),
         rng: SeededRng::new(plan.seed),
-        fault_rng: SeededRng::new(plan.seed ^ 0x5eed_fa17),
-        provider: Provider::new(plan.seed ^ 0x9e37_79b9, Rates::default(), Timing::default()),
+        world: StepWorld::new(
+            Provider::new(plan.seed ^ 0x9e37_79b9, Rates::default(), Timing::default()),
+            SeededRng::new(plan.seed ^ 0x5eed_fa17),
+            Rule::Chaos {
+                quota: Quota {
+                    arrivals_ms: plan.arrivals_ms,
+                    kills: plan.kills,
+                    done: [0; 4],
+                },
+                restart,
+            },
+        ),
         now_ms: 0,
         seq: 0,
         events: BTreeMap::new(),
         workers: Vec::new(),
-        quota: Quota {
-            arrivals_ms: plan.arrivals_ms,
-            kills: plan.kills,
-            done: [0; 4],
-        },
-        restart,
-        action_of_body: BTreeMap::new(),
-        story: Vec::new(),
         hook_retry: Vec::new(),
         report: ChaosReport {
             seed: plan.seed,
@@ -1102,6 +1370,7 @@ pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, S
         arrived: 0,
         current_epoch: BTreeMap::new(),
         taken: Vec::new(),
+        stopped: None,
         plan: plan.clone(),
     };
     sim.run()

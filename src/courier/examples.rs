@@ -1,0 +1,96 @@
+//! The courier lab's example tests: the learner sees these in full.
+
+use super::provider::Status;
+use super::sim::{Call, Script, Tables};
+use super::units::{accepted, action, outbox, stores, UnitCase};
+use crate::report::TestKind;
+
+pub fn examples() -> Vec<UnitCase> {
+    vec![
+        UnitCase {
+            name: "claim serves the store that waited longest",
+            kind: TestKind::Example,
+            rule: "Fair claim: among stores with claimable work and room under the cap, take the one served least recently, then its oldest action; the claim bumps the epoch and sets the lease.",
+            setup: Tables {
+                actions: vec![
+                    action(1, "store-a", "pending", None, 0, 0),
+                    action(2, "store-a", "pending", None, 0, 0),
+                    action(3, "store-b", "pending", None, 0, 0),
+                ],
+                stores: stores(&[("store-a", 9_000), ("store-b", 4_000)]),
+                ..Tables::default()
+            },
+            call: Call::Claim {
+                worker: "w1".into(),
+                now_ms: 10_000,
+            },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "write_intent records the outbox row with a stable key",
+            kind: TestKind::Example,
+            rule: "Write the intent in one transaction: a compare-and-set on (owner, epoch) and the outbox row with a key that every later owner will reuse.",
+            setup: Tables {
+                actions: vec![action(7, "store-a", "claimed", Some("w2"), 3, 40_000)],
+                stores: stores(&[("store-a", 10_000)]),
+                ..Tables::default()
+            },
+            call: Call::WriteIntent {
+                action_id: 7,
+                worker: "w2".into(),
+                epoch: 3,
+            },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "after an unknown send, look the key up before sending again",
+            kind: TestKind::Example,
+            rule: "A timeout means unknown: once an attempt was counted, ask the provider by key first, and send again only on a definite not-found, with the same key, counting the attempt before the request leaves.",
+            setup: Tables {
+                actions: vec![action(7, "store-a", "claimed", Some("w2"), 3, 40_000)],
+                stores: stores(&[("store-a", 10_000)]),
+                outbox: vec![outbox(7, 1, "sending")],
+                ..Tables::default()
+            },
+            call: Call::DeliverStep {
+                action_id: 7,
+                worker: "w2".into(),
+                epoch: 3,
+                now_ms: 12_000,
+            },
+            script: Script {
+                lookups: vec![super::provider::LookupAnswer::NotFound],
+                sends: vec![accepted("msg-41")],
+                ..Script::default()
+            },
+        },
+        UnitCase {
+            name: "merge only moves forward",
+            kind: TestKind::Example,
+            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            setup: Tables::default(),
+            call: Call::Merge {
+                current: "delivered".into(),
+                reported: "sent".into(),
+            },
+            script: Script::default(),
+        },
+    ]
+    .into_iter()
+    .chain(std::iter::once(UnitCase {
+        name: "a webhook's status is merged and its event recorded",
+        kind: TestKind::Example,
+        rule: "Handle a webhook in one transaction: record its event id (a duplicate changes nothing), merge its status forward, count it in events_applied.",
+        setup: Tables {
+            actions: vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)],
+            stores: stores(&[("store-a", 10_000)]),
+            outbox: vec![outbox(7, 1, "accepted")],
+            ..Tables::default()
+        },
+        call: Call::OnWebhook {
+            event: super::units::webhook("evt-1", 7, Status::Delivered),
+        },
+        script: Script::default(),
+    }))
+    .collect()
+}

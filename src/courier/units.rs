@@ -1,0 +1,389 @@
+//! Unit tests of the learner's pieces: a starting state of the tables, one call in a
+//! scripted world (provider answers in order, maybe a kill), and a comparison with
+//! the reference design run from the same state in the same world: the value
+//! returned, the provider calls (keys, lookups before sends, the attempt committed
+//! before the request left) and the tables after, column by column. Reads and
+//! statement counts are free, so differently written correct pieces pass.
+
+use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
+use super::reference::RefHost;
+use super::sim::{
+    ActionState, Call, Config, Host, Op, OutboxState, Script, StepWorld, StoreState, Tables,
+};
+use crate::report::{TestKind, TestReport, TestStatus, TraceEvent, TraceStep};
+use crate::value::{LearnerError, Value};
+
+pub struct UnitCase {
+    pub name: &'static str,
+    pub kind: TestKind,
+    /// The lesson this case checks, said to the learner when it fails.
+    pub rule: &'static str,
+    pub setup: Tables,
+    pub call: Call,
+    pub script: Script,
+}
+
+// Builders that keep the case lists short.
+pub fn action(
+    id: u64,
+    store: &str,
+    state: &str,
+    owner: Option<&str>,
+    epoch: i64,
+    lease_until_ms: u64,
+) -> ActionState {
+    ActionState {
+        id,
+        store: store.into(),
+        phone: format!("+1555{id:07}"),
+        body: format!("Order {id} has shipped"),
+        created_ms: id * 10,
+        state: state.into(),
+        owner: owner.map(Into::into),
+        epoch,
+        lease_until_ms,
+    }
+}
+
+pub fn outbox(action_id: u64, attempts: i64, status: &str) -> OutboxState {
+    OutboxState {
+        action_id,
+        idem_key: format!("action-{action_id}"),
+        attempts,
+        status: status.into(),
+        message_id: None,
+        events_applied: 0,
+    }
+}
+
+pub fn stores(list: &[(&str, u64)]) -> Vec<StoreState> {
+    list.iter()
+        .map(|(s, t)| StoreState {
+            store: (*s).into(),
+            last_served_ms: *t,
+        })
+        .collect()
+}
+
+pub fn accepted(id: &str) -> SendAnswer {
+    SendAnswer::Accepted {
+        message_id: id.into(),
+    }
+}
+
+pub fn found(id: &str, status: Status) -> LookupAnswer {
+    LookupAnswer::Found {
+        message_id: id.into(),
+        status,
+    }
+}
+
+pub fn webhook(event_id: &str, action: u64, status: Status) -> Webhook {
+    Webhook {
+        event_id: event_id.into(),
+        key: format!("action-{action}"),
+        message_id: format!("msg-{action}"),
+        status,
+        due_s: 0.0,
+    }
+}
+
+/// What one run of a case did.
+struct Outcome {
+    returned: Result<Value, LearnerError>,
+    killed: bool,
+    provider: Vec<Op>,
+    after: Tables,
+}
+
+fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, String> {
+    host.reset(&Config::default(), &[])?;
+    host.load(&case.setup)?;
+    let (now_ms, worker) = match &case.call {
+        Call::Claim { worker, now_ms } => (*now_ms, worker.clone()),
+        Call::DeliverStep { worker, now_ms, .. } | Call::Heartbeat { worker, now_ms, .. } => {
+            (*now_ms, worker.clone())
+        }
+        Call::WriteIntent { worker, .. } => (0, worker.clone()),
+        _ => (0, "webhooks".into()),
+    };
+    let world = StepWorld::scripted(case.script.clone(), now_ms, &worker);
+    let returned = host.call(&case.call, &world);
+    let killed = world.killed().is_some();
+    if killed {
+        host.kill(&worker);
+    }
+    let provider = world
+        .ops()
+        .into_iter()
+        .filter(|o| !matches!(o, Op::Statement { .. }))
+        .collect();
+    Ok(Outcome {
+        returned,
+        killed,
+        provider,
+        after: host.dump()?,
+    })
+}
+
+/// The call as Python would write it.
+pub fn call_text(call: &Call) -> String {
+    match call {
+        Call::Claim { worker, now_ms } => format!("claim(db, {worker:?}, {now_ms}, cfg)"),
+        Call::WriteIntent {
+            action_id,
+            worker,
+            epoch,
+        } => format!("write_intent(db, {action_id}, {worker:?}, {epoch})"),
+        Call::DeliverStep {
+            action_id,
+            worker,
+            epoch,
+            now_ms,
+        } => format!("deliver_step(db, provider, {action_id}, {worker:?}, {epoch}, {now_ms}, cfg)"),
+        Call::OnWebhook { event } => format!(
+            "on_webhook(db, event(event_id={:?}, key={:?}, message_id={:?}, status={:?}))",
+            event.event_id,
+            event.key,
+            event.message_id,
+            super::sim::status_name(event.status)
+        ),
+        Call::Heartbeat {
+            action_id,
+            worker,
+            epoch,
+            now_ms,
+        } => format!("heartbeat(db, {action_id}, {worker:?}, {epoch}, {now_ms}, cfg)"),
+        Call::Merge { current, reported } => format!("merge({current:?}, {reported:?})"),
+    }
+}
+
+fn op_text(op: &Op) -> String {
+    match op {
+        Op::Send {
+            key,
+            committed_attempts,
+        } => format!(
+            "provider.send({key:?}, ...) with attempts = {} committed",
+            committed_attempts.map_or("no outbox row".to_string(), |a| a.to_string())
+        ),
+        Op::Lookup { key } => format!("provider.lookup({key:?})"),
+        Op::Statement { .. } => "statement".into(),
+    }
+}
+
+fn returned_text(r: &Result<Value, LearnerError>) -> String {
+    match r {
+        Ok(v) => v.to_string(),
+        Err(e) => format!("an error: {e}"),
+    }
+}
+
+/// `("wait", ms)`: how long is the learner's choice; any positive wait is a wait.
+fn same_return(expected: &Value, actual: &Value) -> bool {
+    match (expected, actual) {
+        (Value::Tuple(e), Value::Tuple(a))
+            if e.len() == 2 && a.len() == 2 && e[0] == Value::str("wait") =>
+        {
+            a[0] == Value::str("wait") && matches!(a[1], Value::Int(ms) if ms > 0)
+        }
+        _ => actual.matches(expected),
+    }
+}
+
+/// Column-by-column differences in the tables after the call.
+fn table_diffs(expected: &Tables, actual: &Tables) -> Vec<String> {
+    let mut d = Vec::new();
+    let opt = |o: &Option<String>| o.as_ref().map_or("NULL".to_string(), |s| format!("{s:?}"));
+    for e in &expected.actions {
+        match actual.actions.iter().find(|a| a.id == e.id) {
+            None => d.push(format!("actions row {} is gone", e.id)),
+            Some(a) => {
+                let cols = [
+                    ("state", format!("{:?}", e.state), format!("{:?}", a.state)),
+                    ("owner", opt(&e.owner), opt(&a.owner)),
+                    ("epoch", e.epoch.to_string(), a.epoch.to_string()),
+                    (
+                        "lease_until_ms",
+                        e.lease_until_ms.to_string(),
+                        a.lease_until_ms.to_string(),
+                    ),
+                ];
+                for (c, ev, av) in cols {
+                    if ev != av {
+                        d.push(format!("actions row {}: {c} should be {ev}, is {av}", e.id));
+                    }
+                }
+            }
+        }
+    }
+    for e in &expected.stores {
+        let a = actual
+            .stores
+            .iter()
+            .find(|a| a.store == e.store)
+            .map_or(0, |a| a.last_served_ms);
+        if a != e.last_served_ms {
+            d.push(format!(
+                "stores row {:?}: last_served_ms should be {}, is {a}",
+                e.store, e.last_served_ms
+            ));
+        }
+    }
+    for e in &expected.outbox {
+        match actual.outbox.iter().find(|a| a.action_id == e.action_id) {
+            None => d.push(format!(
+                "outbox should have a row for action {}, and has none",
+                e.action_id
+            )),
+            Some(a) => {
+                let cols = [
+                    (
+                        "idem_key",
+                        format!("{:?}", e.idem_key),
+                        format!("{:?}", a.idem_key),
+                    ),
+                    ("attempts", e.attempts.to_string(), a.attempts.to_string()),
+                    (
+                        "status",
+                        format!("{:?}", e.status),
+                        format!("{:?}", a.status),
+                    ),
+                    ("message_id", opt(&e.message_id), opt(&a.message_id)),
+                    (
+                        "events_applied",
+                        e.events_applied.to_string(),
+                        a.events_applied.to_string(),
+                    ),
+                ];
+                for (c, ev, av) in cols {
+                    if ev != av {
+                        d.push(format!(
+                            "outbox row {}: {c} should be {ev}, is {av}",
+                            e.action_id
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for a in &actual.outbox {
+        if !expected.outbox.iter().any(|e| e.action_id == a.action_id) {
+            d.push(format!(
+                "outbox should have no row for action {}, and has one (key {:?})",
+                a.action_id, a.idem_key
+            ));
+        }
+    }
+    for e in &expected.webhook_events {
+        if !actual.webhook_events.contains(e) {
+            d.push(format!("webhook_events should hold {e:?}"));
+        }
+    }
+    for a in &actual.webhook_events {
+        if !expected.webhook_events.contains(a) {
+            d.push(format!("webhook_events should not hold {a:?}"));
+        }
+    }
+    d
+}
+
+/// Runs one case against the learner's host and reports it.
+pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
+    let mut reference = RefHost::new(None);
+    let want = play(&mut reference, case);
+    let got = play(learner, case);
+    let mut report = TestReport {
+        name: case.name.into(),
+        kind: case.kind,
+        status: TestStatus::Pass,
+        points: 1,
+        max_points: 1,
+        rule: None,
+        message: None,
+        expected: None,
+        actual: None,
+        trace: Vec::new(),
+        output: None,
+    };
+    let (want, got) = match (want, got) {
+        (Ok(w), Ok(g)) => (w, g),
+        (Err(e), _) | (_, Err(e)) => {
+            report.status = TestStatus::Error;
+            report.points = 0;
+            report.message = Some(format!("The lab could not set this test up: {e}"));
+            return report;
+        }
+    };
+    let events: Vec<TraceEvent> = got
+        .provider
+        .iter()
+        .map(|o| TraceEvent {
+            t_s: 0.0,
+            kind: "send".into(),
+            text: op_text(o),
+        })
+        .collect();
+    report.trace.push(TraceStep {
+        t_s: 0.0,
+        call: call_text(&case.call),
+        events,
+        returned: got.returned.as_ref().ok().map(|v| v.to_string()),
+    });
+    if let Err(e) = &got.returned {
+        // A kill, or the database failing as the reference's did: the error is
+        // the expected end of the call, and the tables say the rest.
+        if !got.killed && want.returned.is_ok() {
+            report.status = match e {
+                LearnerError::Timeout { .. } => TestStatus::Timeout,
+                _ => TestStatus::Error,
+            };
+            report.points = 0;
+            report.message = Some(e.to_string());
+            return report;
+        }
+    }
+    let mut problems = Vec::new();
+    if want.returned.is_err() && !want.killed && got.returned.is_ok() && !got.killed {
+        problems.push(format!(
+            "returned {} although the database failed: let the error propagate, so that the call is made again",
+            returned_text(&got.returned)
+        ));
+    }
+    if !want.killed && !got.killed {
+        if let (Ok(w), Ok(g)) = (&want.returned, &got.returned) {
+            if !same_return(w, g) {
+                problems.push(format!("returned {g}, should return {w}"));
+            }
+        }
+    }
+    if want.provider != got.provider {
+        let list = |ops: &[Op]| {
+            if ops.is_empty() {
+                "no provider calls".to_string()
+            } else {
+                ops.iter().map(op_text).collect::<Vec<_>>().join(", then ")
+            }
+        };
+        problems.push(format!(
+            "the provider calls should be: {}; they were: {}",
+            list(&want.provider),
+            list(&got.provider)
+        ));
+    }
+    problems.extend(table_diffs(&want.after, &got.after));
+    if !problems.is_empty() {
+        report.status = TestStatus::Fail;
+        report.points = 0;
+        report.rule = Some(case.rule.into());
+        report.message = Some(format!(
+            "{}\nAfter `{}`:\n- {}",
+            case.rule,
+            call_text(&case.call),
+            problems.join("\n- ")
+        ));
+        report.expected = Some(returned_text(&want.returned));
+        report.actual = Some(returned_text(&got.returned));
+    }
+    report
+}
