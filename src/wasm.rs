@@ -4,6 +4,10 @@
 //! serde types the native hosts use, so the page reads the same reports as the CLI.
 //! Every failure reaches JS as an `Error` (made by `js_error`), never as a panic.
 
+use crate::courier::{
+    self,
+    sim::{Call, Config, Fault, Faults, Host, StepWorld, Tables},
+};
 use crate::deliver_once::{
     self,
     model::{Policy, SendResult, Task},
@@ -90,6 +94,16 @@ extern "C" {
         fn_name: &str,
         args_json: &str,
         world: World,
+    ) -> Result<JsValue, JsValue>;
+
+    /// The same `call`, with the courier lab's world (or `null` for the host's own,
+    /// trusted operations: `__courier_reset` and the like).
+    #[wasm_bindgen(method, catch, js_name = call)]
+    fn call_courier(
+        this: &SolutionObject,
+        fn_name: &str,
+        args_json: &str,
+        world: Option<CourierWorld>,
     ) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(method, getter = take_output, catch)]
@@ -224,6 +238,7 @@ impl Grader {
         // `Lab` has no `grade`: each lab's `Solution` trait is its own.
         let report = match lab.info().id {
             deliver_once::ID => deliver_once::grade(&mut solution, seed, Audience::Learner),
+            courier::ID => courier::grade(&mut JsCourierHost(solution.0), seed, Audience::Learner),
             id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
         };
         render(&report, format)
@@ -412,5 +427,152 @@ impl Solution for JsSolution {
             return None;
         }
         self.0.take_output_call().ok()?.as_string()
+    }
+}
+
+/// The courier lab's world for one step: every database statement and provider
+/// call of the learner's code asks it first (see `courier::sim::Faults`).
+#[wasm_bindgen]
+pub struct CourierWorld {
+    slot: Rc<RefCell<Option<StepWorld>>>,
+}
+
+impl CourierWorld {
+    fn live(&self) -> Result<StepWorld, JsError> {
+        self.slot.borrow().clone().ok_or_else(|| {
+            js_error("This database or provider belongs to a step that has already returned; use the ones passed to the current call")
+        })
+    }
+}
+
+#[wasm_bindgen]
+impl CourierWorld {
+    /// Before a statement: `go`, `kill` (the worker dies here) or `db-down`.
+    pub fn statement(&self, in_tx: bool) -> Result<String, JsError> {
+        Ok(match self.live()?.statement(in_tx) {
+            Fault::Go => "go",
+            Fault::Kill => "kill",
+            Fault::DbDown => "db-down",
+        }
+        .into())
+    }
+
+    /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or
+    /// `{"answer": "timeout"}`), or `{"answer": "killed"}`.
+    pub fn send(
+        &self,
+        key: &str,
+        phone: &str,
+        body: &str,
+        committed_attempts: Option<f64>,
+    ) -> Result<String, JsError> {
+        let committed = committed_attempts.map(|a| a as i64);
+        match self.live()?.send(key, phone, body, committed) {
+            Ok(a) => to_json(&a),
+            Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+        }
+    }
+
+    pub fn lookup(&self, key: &str) -> Result<String, JsError> {
+        match self.live()?.lookup(key) {
+            Ok(a) => to_json(&a),
+            Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+        }
+    }
+}
+
+/// The host's JS object as the courier lab's `Host`: the learner's pieces and the
+/// host's trusted operations on its database, all through `call`.
+struct JsCourierHost(SolutionObject);
+
+impl JsCourierHost {
+    fn raw(
+        &mut self,
+        fn_name: &str,
+        args_json: &str,
+        world: Option<&StepWorld>,
+    ) -> Result<serde_json::Value, String> {
+        let slot = Rc::new(RefCell::new(world.cloned()));
+        let js_world = world.map(|_| CourierWorld { slot: slot.clone() });
+        let returned = self.0.call_courier(fn_name, args_json, js_world);
+        slot.borrow_mut().take();
+        let returned =
+            returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
+        let text = returned
+            .as_string()
+            .ok_or_else(|| format!("the host's call returned {returned:?}, not a JSON string"))?;
+        serde_json::from_str(&text).map_err(|e| format!("the host's answer is not JSON ({e})"))
+    }
+
+    /// A trusted operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
+    fn trusted(&mut self, op: &str, args: &impl Serialize) -> Result<serde_json::Value, String> {
+        let args = serde_json::to_string(args).map_err(|e| e.to_string())?;
+        let v = self.raw(op, &args, None)?;
+        match (v.get("ok"), v.get("error")) {
+            (Some(ok), None) => Ok(ok.clone()),
+            (None, Some(e)) => Err(format!(
+                "{op}: {}",
+                e.get("message")
+                    .and_then(|m| m.as_str())
+                    .unwrap_or("failed")
+            )),
+            _ => Err(format!("{op}: the host's answer is neither ok nor error")),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ResetArgs<'a> {
+    cfg: &'a Config,
+    stores: &'a [String],
+}
+
+impl Host for JsCourierHost {
+    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
+        self.trusted("__courier_reset", &ResetArgs { cfg, stores })
+            .map(|_| ())
+    }
+
+    fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), String> {
+        self.trusted("__courier_enqueue", action).map(|_| ())
+    }
+
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+        self.trusted("__courier_settle", &(action_id, now_ms))
+            .map(|_| ())
+    }
+
+    fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
+        let host = |why: String| LearnerError::Host {
+            message: format!("The page could not run `{}`: {why}", call.function()),
+        };
+        let args = serde_json::to_string(call).map_err(|e| host(e.to_string()))?;
+        let v = self
+            .raw(call.function(), &args, Some(world))
+            .map_err(host)?;
+        match (v.get("ok"), v.get("error")) {
+            (Some(ok), None) => Value::from_json(ok).map_err(host),
+            (None, Some(err)) => Err(LearnerError::from_json(err).map_err(host)?),
+            _ => Err(host("the host's answer is neither ok nor error".into())),
+        }
+    }
+
+    fn kill(&mut self, worker: &str) {
+        // A host that cannot close the connection still loses the worker's
+        // transaction at its next reset; nothing to report here.
+        let _ = self.trusted("__courier_kill", &worker);
+    }
+
+    fn restart_db(&mut self) {
+        let _ = self.trusted("__courier_restart", &());
+    }
+
+    fn dump(&mut self) -> Result<Tables, String> {
+        let v = self.trusted("__courier_dump", &())?;
+        serde_json::from_value(v).map_err(|e| format!("the host's tables do not read: {e}"))
+    }
+
+    fn load(&mut self, tables: &Tables) -> Result<(), String> {
+        self.trusted("__courier_load", tables).map(|_| ())
     }
 }

@@ -133,6 +133,7 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
         row("sends with no lookup since the previous send", t.resends_without_lookup.to_string(), "0", t.resends_without_lookup == 0),
         row("outbox statuses that differ from the provider's final one", r.outcomes_differ.to_string(), "0", r.outcomes_differ == 0),
         row("jobs claimed from a healthy worker", r.taken_from_healthy.to_string(), "0", r.taken_from_healthy == 0),
+        row("steps that failed while the database was up", r.crashes_db_up.to_string(), "0", r.crashes_db_up == 0),
     ];
     if r.crashes > 0 {
         out.push(String::new());

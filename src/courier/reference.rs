@@ -355,7 +355,11 @@ impl RefHost {
         self.commit(f)?;
         let a = self.actions[&id].clone();
         // What the outbox holds, committed, as the request leaves.
-        let committed = Some(self.outbox[&id].attempts);
+        let committed = self
+            .outbox
+            .values()
+            .find(|o| o.key == key)
+            .map(|o| o.attempts);
         match f.send(&key, &a.phone, &a.body, committed).map_err(killed)? {
             SendAnswer::Accepted { message_id } => {
                 self.settle(f, id, worker, epoch, now_ms, "accepted", Some(message_id))

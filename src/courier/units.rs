@@ -93,10 +93,15 @@ struct Outcome {
     returned: Result<Value, LearnerError>,
     killed: bool,
     provider: Vec<Op>,
+    statements: usize,
     after: Tables,
 }
 
 fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, String> {
+    play_with(host, case, case.script.clone())
+}
+
+fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Outcome, String> {
     host.reset(&Config::default(), &[])?;
     host.load(&case.setup)?;
     let (now_ms, worker) = match &case.call {
@@ -107,14 +112,18 @@ fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, String> {
         Call::WriteIntent { worker, .. } => (0, worker.clone()),
         _ => (0, "webhooks".into()),
     };
-    let world = StepWorld::scripted(case.script.clone(), now_ms, &worker);
+    let world = StepWorld::scripted(script, now_ms, &worker);
     let returned = host.call(&case.call, &world);
     let killed = world.killed().is_some();
     if killed {
         host.kill(&worker);
     }
-    let provider = world
-        .ops()
+    let ops = world.ops();
+    let statements = ops
+        .iter()
+        .filter(|o| matches!(o, Op::Statement { .. }))
+        .count();
+    let provider = ops
         .into_iter()
         .filter(|o| !matches!(o, Op::Statement { .. }))
         .collect();
@@ -122,6 +131,7 @@ fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, String> {
         returned,
         killed,
         provider,
+        statements,
         after: host.dump()?,
     })
 }
@@ -165,7 +175,10 @@ fn op_text(op: &Op) -> String {
             committed_attempts,
         } => format!(
             "provider.send({key:?}, ...) with attempts = {} committed",
-            committed_attempts.map_or("no outbox row".to_string(), |a| a.to_string())
+            committed_attempts.map_or(
+                "nothing (no committed outbox row with that key)".to_string(),
+                |a| a.to_string()
+            )
         ),
         Op::Lookup { key } => format!("provider.lookup({key:?})"),
         Op::Statement { .. } => "statement".into(),
@@ -372,6 +385,29 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
         ));
     }
     problems.extend(table_diffs(&want.after, &got.after));
+    if problems.is_empty() && case.script.all_or_nothing {
+        // Killed at each of the learner's own statements in turn, the tables
+        // must be as before the call or as after it, never half-way.
+        for k in 0..got.statements {
+            let script = Script {
+                kill_at_statement: Some(k),
+                ..case.script.clone()
+            };
+            let Ok(o) = play_with(learner, case, script) else {
+                break;
+            };
+            let half_done = table_diffs(&case.setup, &o.after);
+            if !half_done.is_empty() && !table_diffs(&got.after, &o.after).is_empty() {
+                problems.push(format!(
+                    "killed at its statement {} of {}, it left the tables half-done (neither as before nor as after): {}",
+                    k + 1,
+                    got.statements,
+                    half_done.join("; ")
+                ));
+                break;
+            }
+        }
+    }
     if !problems.is_empty() {
         report.status = TestStatus::Fail;
         report.points = 0;

@@ -441,12 +441,22 @@ def call(fn_name, args_json, world):
     global _timed_out
     if _timed_out:
         return _timeout()
+    if fn_name.startswith("__courier_"):
+        try:
+            return _courier_host(fn_name, json.loads(args_json))
+        except KeyboardInterrupt:
+            _timed_out = True
+            return _timeout()
+        except Exception as e:
+            return json.dumps({"error": {"kind": "host", "message": f"{_type(e)}: {e}"}})
     live = _Call(world)
     try:
         fn = getattr(_solution, fn_name, None)
         if not callable(fn):
             return json.dumps({"error": {"kind": "missing-function", "function": fn_name}})
         a = json.loads(args_json)
+        if fn_name in _COURIER_PIECES:
+            return _courier_call(fn, a, live)
         if fn_name == "deliver_once":
             args = (_task(a["task"]), Provider(live), KV(live), _policy(a["policy"]))
         elif fn_name == "next_step":
@@ -465,6 +475,354 @@ def call(fn_name, args_json, world):
         return _exception(e)
     finally:
         live.world = None
+
+
+# ---------------------------------------------------------------------------
+# The courier lab: a SQLite database per run, a connection per worker, and every
+# statement and provider call asked of the engine's world first (src/courier/).
+
+
+COURIER_SCHEMA = """
+CREATE TABLE actions (
+  id             INTEGER PRIMARY KEY,
+  store          TEXT    NOT NULL,
+  phone          TEXT    NOT NULL,
+  body           TEXT    NOT NULL,
+  created_ms     INTEGER NOT NULL,
+  state          TEXT    NOT NULL DEFAULT 'pending',
+  owner          TEXT,
+  epoch          INTEGER NOT NULL DEFAULT 0,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX actions_by_state ON actions (state, store, id);
+CREATE TABLE stores (
+  store          TEXT    PRIMARY KEY,
+  last_served_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE outbox (
+  action_id      INTEGER PRIMARY KEY,
+  idem_key       TEXT    NOT NULL UNIQUE,
+  attempts       INTEGER NOT NULL DEFAULT 0,
+  status         TEXT    NOT NULL DEFAULT 'sending',
+  message_id     TEXT,
+  events_applied INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE webhook_events (
+  event_id       TEXT    PRIMARY KEY
+);
+"""
+
+
+class WorkerKilled(BaseException):
+    """The simulator killed this worker here. Catching it changes nothing: the
+    worker's connection is rolled back and its step's result is ignored."""
+
+
+class _Courier:
+    """The run's database: an in-memory SQLite shared by name (shared cache), the
+    host's own connection for setup and reading, and one per worker."""
+
+    n = 0
+
+    def __init__(self, cfg):
+        import sqlite3
+        _Courier.n += 1
+        self.sqlite3 = sqlite3
+        self.uri = f"file:courier-{_Courier.n}?mode=memory&cache=shared"
+        self.admin = sqlite3.connect(self.uri, uri=True)
+        self.admin.executescript(COURIER_SCHEMA)
+        self.conns = {}
+        self.cfg = _Cfg(cfg["lease_ms"], cfg["in_flight_cap"], cfg["recheck_ms"])
+
+    def conn(self, worker):
+        c = self.conns.get(worker)
+        if c is None:
+            c = self.conns[worker] = self.sqlite3.connect(self.uri, uri=True)
+        return c
+
+    def close(self):
+        for c in list(self.conns.values()) + [self.admin]:
+            try:
+                c.rollback()
+                c.close()
+            except Exception:
+                pass
+        self.conns = {}
+
+
+class _Cfg(_Record):
+    __slots__ = ("lease_ms", "in_flight_cap", "recheck_ms")
+    _name = "cfg"
+
+    def __init__(self, lease_ms, in_flight_cap, recheck_ms):
+        _set(self, "lease_ms", lease_ms)
+        _set(self, "in_flight_cap", in_flight_cap)
+        _set(self, "recheck_ms", recheck_ms)
+
+
+class Event(_Record):
+    __slots__ = ("event_id", "key", "message_id", "status")
+    _name = "event"
+
+    def __init__(self, event_id, key, message_id, status):
+        _set(self, "event_id", event_id)
+        _set(self, "key", key)
+        _set(self, "message_id", message_id)
+        _set(self, "status", status)
+
+
+_courier = None
+
+
+def _fault(conn, live):
+    verdict = live("db").statement(conn.in_transaction)
+    if verdict == "go":
+        return
+    conn.rollback()
+    if verdict == "kill":
+        raise WorkerKilled()
+    raise _courier.sqlite3.OperationalError("database is restarting")
+
+
+class _Cursor:
+    """A cursor whose statements are fault points too."""
+
+    __slots__ = ("_cur", "_conn", "_live")
+
+    def __init__(self, cur, conn, live):
+        object.__setattr__(self, "_cur", cur)
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_live", live)
+
+    def execute(self, sql, parameters=()):
+        _fault(self._conn, self._live)
+        self._cur.execute(sql, parameters)
+        return self
+
+    def executemany(self, sql, seq):
+        _fault(self._conn, self._live)
+        self._cur.executemany(sql, seq)
+        return self
+
+    def fetchone(self):
+        return self._cur.fetchone()
+
+    def fetchall(self):
+        return self._cur.fetchall()
+
+    def fetchmany(self, size=None):
+        return self._cur.fetchmany(self._cur.arraysize if size is None else size)
+
+    def __iter__(self):
+        return iter(self._cur)
+
+    def close(self):
+        self._cur.close()
+
+    rowcount = property(lambda self: self._cur.rowcount)
+    lastrowid = property(lambda self: self._cur.lastrowid)
+    description = property(lambda self: self._cur.description)
+
+
+class DB:
+    """The worker's connection, as sqlite3.Connection offers it (execute,
+    executemany, cursor, commit, rollback, in_transaction, `with db:`); every
+    statement and every commit of an open transaction is a fault point."""
+
+    __slots__ = ("_conn", "_live")
+
+    def __init__(self, conn, live):
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_live", live)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("db: set nothing on the connection; use SQL")
+
+    def __repr__(self):
+        return "<db: sqlite3 connection>"
+
+    def execute(self, sql, parameters=()):
+        return _Cursor(self._conn.cursor(), self._conn, self._live).execute(sql, parameters)
+
+    def executemany(self, sql, seq):
+        return _Cursor(self._conn.cursor(), self._conn, self._live).executemany(sql, seq)
+
+    def cursor(self):
+        return _Cursor(self._conn.cursor(), self._conn, self._live)
+
+    def commit(self):
+        if self._conn.in_transaction:
+            _fault(self._conn, self._live)
+        self._conn.commit()
+
+    def rollback(self):
+        self._conn.rollback()
+
+    @property
+    def in_transaction(self):
+        return self._conn.in_transaction
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:
+            self.commit()
+        else:
+            self.rollback()
+        return False
+
+
+class CourierProvider:
+    """The SMS provider: send(key, phone, body) and lookup(key), answering dicts."""
+
+    __slots__ = ("_conn", "_live")
+
+    def __init__(self, conn, live):
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_live", live)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("provider has no attributes to set")
+
+    def __repr__(self):
+        return "<provider>"
+
+    def send(self, key, phone, body):
+        for name, v in (("key", key), ("phone", phone), ("body", body)):
+            if not isinstance(v, str):
+                raise TypeError(f"provider.send: {name} must be a str, not {_type(v)}")
+        # What the outbox holds for this key, committed, as the request leaves
+        # (the engine checks the attempt was counted first). An open transaction
+        # means nothing of it is committed yet.
+        committed = None
+        if not self._conn.in_transaction:
+            row = _courier.admin.execute(
+                "SELECT attempts FROM outbox WHERE idem_key = ?", (key,)).fetchone()
+            committed = None if row is None else row[0]
+        answer = json.loads(self._live("provider").send(key, phone, body, committed))
+        if answer.get("answer") == "killed":
+            self._conn.rollback()
+            raise WorkerKilled()
+        return answer
+
+    def lookup(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"provider.lookup: key must be a str, not {_type(key)}")
+        answer = json.loads(self._live("provider").lookup(key))
+        if answer.get("answer") == "killed":
+            self._conn.rollback()
+            raise WorkerKilled()
+        return answer
+
+
+def _courier_dump():
+    a = _courier.admin
+    return {
+        "actions": [
+            {"id": r[0], "store": r[1], "phone": r[2], "body": r[3], "created_ms": r[4],
+             "state": r[5], "owner": r[6], "epoch": r[7], "lease_until_ms": r[8]}
+            for r in a.execute("SELECT id, store, phone, body, created_ms, state, owner, epoch, "
+                               "lease_until_ms FROM actions ORDER BY id")],
+        "stores": [{"store": r[0], "last_served_ms": r[1]}
+                   for r in a.execute("SELECT store, last_served_ms FROM stores ORDER BY store")],
+        "outbox": [
+            {"action_id": r[0], "idem_key": r[1], "attempts": r[2], "status": r[3],
+             "message_id": r[4], "events_applied": r[5]}
+            for r in a.execute("SELECT action_id, idem_key, attempts, status, message_id, "
+                               "events_applied FROM outbox ORDER BY action_id")],
+        "webhook_events": [r[0] for r in a.execute(
+            "SELECT event_id FROM webhook_events ORDER BY event_id")],
+    }
+
+
+def _courier_load(t):
+    a = _courier.admin
+    for table in ("actions", "stores", "outbox", "webhook_events"):
+        a.execute(f"DELETE FROM {table}")
+    a.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (r["id"], r["store"], r["phone"], r["body"], r["created_ms"], r["state"], r["owner"],
+         r["epoch"], r["lease_until_ms"]) for r in t["actions"]])
+    a.executemany("INSERT INTO stores VALUES (?, ?)",
+                  [(r["store"], r["last_served_ms"]) for r in t["stores"]])
+    a.executemany("INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?)", [
+        (r["action_id"], r["idem_key"], r["attempts"], r["status"], r["message_id"],
+         r["events_applied"]) for r in t["outbox"]])
+    a.executemany("INSERT INTO webhook_events VALUES (?)", [(e,) for e in t["webhook_events"]])
+
+
+def _courier_host(op, a):
+    """The host's trusted operations on the run's database."""
+    global _courier
+    if op == "__courier_reset":
+        if _courier is not None:
+            _courier.close()
+        _courier = _Courier(a["cfg"])
+        _courier.admin.executemany("INSERT INTO stores (store) VALUES (?)", [(s,) for s in a["stores"]])
+    elif op == "__courier_enqueue":
+        _courier.admin.execute(
+            "INSERT INTO actions (id, store, phone, body, created_ms) VALUES (?, ?, ?, ?, ?)",
+            (a["id"], a["store"], a["phone"], a["body"], a["created_ms"]))
+    elif op == "__courier_settle":
+        _courier.admin.execute(
+            "UPDATE actions SET state = 'dispatched', lease_until_ms = ? WHERE id = ?", (a[1], a[0]))
+    elif op == "__courier_kill":
+        c = _courier.conns.pop(a, None)
+        if c is not None:
+            c.rollback()
+            c.close()
+    elif op == "__courier_restart":
+        for c in _courier.conns.values():
+            c.rollback()
+    elif op == "__courier_dump":
+        return '{"ok":' + json.dumps(_courier_dump()) + '}'
+    elif op == "__courier_load":
+        _courier_load(a)
+    else:
+        raise ValueError(f"unknown host operation {op}")
+    _courier.admin.commit()
+    return '{"ok":null}'
+
+
+_COURIER_PIECES = ("claim", "write_intent", "deliver_step", "merge", "on_webhook", "heartbeat")
+
+
+def _courier_call(fn, a, live):
+    """One learner piece with its objects; the worker's connection must not be
+    left inside a transaction."""
+    piece = a["piece"]
+    if piece == "merge":
+        with _Captured():
+            return '{"ok":' + _encode(fn(a["current"], a["reported"])) + '}'
+    worker = a.get("worker", "webhooks")
+    conn = _courier.conn(worker)
+    db = DB(conn, live)
+    cfg = _courier.cfg
+    if piece == "claim":
+        args = (db, worker, a["now_ms"], cfg)
+    elif piece == "write_intent":
+        args = (db, a["action_id"], worker, a["epoch"])
+    elif piece == "deliver_step":
+        args = (db, CourierProvider(conn, live), a["action_id"], worker, a["epoch"], a["now_ms"], cfg)
+    elif piece == "heartbeat":
+        args = (db, a["action_id"], worker, a["epoch"], a["now_ms"], cfg)
+    else:
+        e = a["event"]
+        args = (db, Event(e["event_id"], e["key"], e["message_id"], e["status"]))
+    try:
+        with _Captured():
+            value = fn(*args)
+    except WorkerKilled:
+        return '{"ok":{"type":"none"}}'
+    finally:
+        left_open = conn.in_transaction
+        if left_open:
+            conn.rollback()
+    if left_open:
+        return json.dumps({"error": {"kind": "exception", "message":
+            f"{piece} returned with a transaction still open; it was rolled back. "
+            "Commit (or roll back) before a step returns."}})
+    return '{"ok":' + _encode(value) + '}'
 
 
 def _exception(e):

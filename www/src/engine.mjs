@@ -19,12 +19,15 @@ const BRIDGE_MODULE = 'delivery_lab_bridge';
  */
 // The world's operations a learner call can reach (src/wasm.rs `World`).
 export const WORLD_OPS = ['now_s', 'kv_get', 'kv_set', 'kv_delete', 'send', 'uniform'];
+// The courier lab's world (src/wasm.rs `CourierWorld`).
+export const COURIER_OPS = ['statement', 'send', 'lookup'];
 
 // A stand-in for the world of one call that forwards each operation to it and
 // records the operation, its arguments and its answer (or what it threw).
 function recordingWorld(world, ops) {
+  if (!world) return world; // the host's own operations have no world
   const recorder = {};
-  for (const op of WORLD_OPS) {
+  for (const op of ('statement' in world ? COURIER_OPS : WORLD_OPS)) {
     recorder[op] = (...args) => {
       const rec = { op, args: args.map((a) => (a === undefined ? null : a)) };
       ops.push(rec);

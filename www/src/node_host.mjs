@@ -25,9 +25,9 @@ export async function loadGrader() {
 }
 
 /** Pyodide plus the grader, joined by engine.mjs. */
-export async function loadNodeEngine() {
+export async function loadNodeEngine({ labId } = {}) {
   const { loadPyodide } = await import('pyodide');
   const [pkg, pyodide] = await Promise.all([loadGrader(), loadPyodide({ indexURL: paths.pyodide })]);
   const bridgeSource = fs.readFileSync(paths.bridge, 'utf8');
-  return createEngine({ pyodide, Grader: pkg.Grader, bridgeSource });
+  return createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, ...(labId ? { labId } : {}) });
 }

@@ -49,6 +49,9 @@ function hiddenNeedles() {
   const open = [path.join(REPO, 'src/deliver_once/lab.md'), ...fs.readdirSync(path.join(REPO, 'src/deliver_once/examples'))
     .map((f) => path.join(REPO, 'src/deliver_once/examples', f))].map((f) => fs.readFileSync(f, 'utf8')).join('\n');
   const data = [...new Set(keys)].filter((k) => !open.includes(k));
+  // The courier lab's hidden cases are Rust data (hidden-tests/courier/cases.rs).
+  const courier = fs.readFileSync(path.join(REPO, 'hidden-tests/courier/cases.rs'), 'utf8');
+  names.push(...[...courier.matchAll(/^\s*name: "((?:[^"\\]|\\.)*)"/gm)].map((m) => JSON.parse(`"${m[1]}"`)));
   return { names, data };
 }
 

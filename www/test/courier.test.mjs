@@ -1,0 +1,120 @@
+// The courier lab through the real engine in Node: Pyodide runs the learner's
+// Python against SQLite, the grader (WASM) drives the unit tests, the chaos run
+// and the fairness run. The reference passes everything; the starter does not;
+// every wrong solution in src/courier/mutants.py fails at least one test, and the
+// ones the catalogue names fail the test meant for them.
+// Run: node --test test/courier.test.mjs   (needs www/pkg: ./lab build)
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { loadNodeEngine } from '../src/node_host.mjs';
+
+const repo = new URL('../../', import.meta.url);
+const read = (p) => fs.readFileSync(new URL(p, repo), 'utf8');
+const REFERENCE = read('src/courier/reference.py');
+const STARTER = read('src/courier/starter.py');
+// The catalogue is Python data; CPython reads it (Pyodide runs learner code only).
+const MUTANTS = JSON.parse(execFileSync('python3', ['-c',
+  'import json, runpy, sys; print(json.dumps(runpy.run_path(sys.argv[1])["MUTANTS"]))',
+  new URL('src/courier/mutants.py', repo).pathname]));
+
+const CHAOS = 'chaos run: 2,000 actions, 200 kills, a database restart';
+const FAIRNESS = 'fairness run: one store at 10x among 100';
+// Where a mutant must be caught, besides anywhere else it may fail.
+const MUST_FAIL = {
+  'resend-without-lookup': CHAOS,
+  'new-key-on-resend': CHAOS,
+  'intent-outside-cas': 'a fenced write_intent writes nothing',
+  'attempt-after-send': 'a send killed on the wire leaves its attempt counted',
+  'no-epoch-fence': "a zombie's deliver_step sends nothing",
+  'no-webhook-dedup': 'a duplicate webhook is a no-op',
+  'backwards-merge': 'merge only moves forward',
+  'fifo-claim': FAIRNESS,
+  'no-heartbeat': 'a heartbeat extends its own lease',
+  'webhook-event-own-transaction': 'a webhook is recorded and merged all or nothing',
+};
+
+const failing = (r) => r.tests.filter((t) => t.status !== 'pass').map((t) => t.name);
+
+let engine;
+before(async () => {
+  engine = await loadNodeEngine({ labId: 'courier' });
+});
+
+test('the reference passes every unit test, the chaos run and the fairness run', () => {
+  const r = engine.run(REFERENCE);
+  assert.deepEqual(failing(r), []);
+  assert.equal(r.status, 'pass');
+  const chaos = r.tests.find((t) => t.name === CHAOS);
+  assert.match(chaos.message, /2000 of 2000/);
+  assert.match(chaos.message, /200 kills/);
+  assert.match(r.tests.find((t) => t.name === FAIRNESS).message, /FIFO/);
+});
+
+test('the same seed gives the same report, another seed another run', () => {
+  const a = JSON.stringify(engine.run(REFERENCE, { seed: 7 }));
+  assert.equal(JSON.stringify(engine.run(REFERENCE, { seed: 7 })), a);
+  assert.notEqual(JSON.stringify(engine.run(REFERENCE, { seed: 8 })), a);
+});
+
+test('the starter runs and fails, with messages that name the rule', () => {
+  const r = engine.run(STARTER);
+  assert.equal(r.status, 'fail');
+  const claim = r.tests.find((t) => t.name === 'claim serves the store that waited longest');
+  assert.equal(claim.status, 'fail');
+  assert.match(claim.message, /Fair claim/);
+  assert.match(claim.message, /After `claim\(db, "w1", 10000, cfg\)`/);
+  // Hidden tests show their names and status only.
+  for (const t of r.tests.filter((x) => x.kind === 'hidden')) {
+    assert.equal(t.message, undefined);
+  }
+});
+
+for (const m of MUTANTS) {
+  test(`mutant ${m.name} is caught (${m.mistake})`, () => {
+    let src = REFERENCE;
+    for (const [from, to] of m.replace) {
+      assert.ok(src.includes(from), `anchor not found: ${from}`);
+      src = src.replace(from, to);
+    }
+    const r = engine.run(src);
+    const failed = failing(r);
+    assert.ok(failed.length > 0, `${m.name} passed everything`);
+    if (MUST_FAIL[m.name]) assert.ok(failed.includes(MUST_FAIL[m.name]), `${m.name} failed only ${failed.join(' | ')}`);
+  });
+}
+
+test('a piece that raises fails its test with a traceback into solution.py', () => {
+  const src = REFERENCE.replace('def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n',
+    'def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n    raise RuntimeError("boom")\n');
+  const r = engine.run(src);
+  const t = r.tests.find((x) => x.name === 'a heartbeat extends its own lease');
+  assert.equal(t.status, 'error');
+  assert.equal(r.tests.find((x) => x.name === 'claim serves the store that waited longest').status, 'pass');
+  const chaos = r.tests.find((x) => x.name === CHAOS);
+  assert.equal(chaos.status, 'fail');
+  assert.match(chaos.message, /heartbeat at \d+ ms: Your code raised/);
+  assert.match(chaos.message, /solution\.py", line \d+, in heartbeat/);
+  assert.doesNotMatch(chaos.message, /delivery_lab_bridge/);
+});
+
+test('a step that returns with its transaction open is told so, and rolled back', () => {
+  const src = REFERENCE.replace(/def merge\(current, reported\):\n/, 'def merge(current, reported):\n')
+    + '\n_claim = claim\ndef claim(db, worker, now_ms, cfg):\n    r = _claim(db, worker, now_ms, cfg)\n'
+    + '    db.execute("UPDATE stores SET last_served_ms = last_served_ms")\n    return r\n';
+  const r = engine.run(src);
+  const t = r.tests.find((x) => x.name === 'claim serves the store that waited longest');
+  assert.equal(t.status, 'error');
+  assert.match(t.message, /transaction still open/);
+});
+
+test('a syntax error and a missing piece are reported, not crashed on', () => {
+  const syntax = engine.run('def claim(db, worker, now_ms, cfg)\n    return None\n');
+  assert.equal(syntax.status, 'error');
+  assert.match(syntax.message, /could not be compiled/);
+  const missing = engine.run(REFERENCE.replace('def merge(', 'def merge_(').replaceAll('merge(', 'merge_('));
+  const t = missing.tests.find((x) => x.name === 'merge only moves forward');
+  assert.equal(t.status, 'error');
+  assert.match(t.message, /does not define `merge`/);
+});
