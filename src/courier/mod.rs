@@ -113,10 +113,8 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
 }
 
 fn row(label: &str, value: String, must: &str, ok: bool) -> String {
-    format!(
-        "{} {label:<58} {value:>12}   must be {must}",
-        if ok { "ok  " } else { "FAIL" }
-    )
+    let mark = if ok { "ok  " } else { "FAIL" };
+    format!("{mark} {label}: {value} (must be {must})")
 }
 
 pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
@@ -141,13 +139,22 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
             "{} steps raised or returned the wrong shape (the worker restarted):",
             r.crashes
         ));
-        out.extend(r.crash_messages.iter().map(|m| format!("  {m}")));
+        out.extend(r.crash_messages.iter().map(|m| format!("  {}", crate::report::cap_chars(m, 1500))));
     }
     for (a, why) in r.failing.iter().take(3) {
         out.push(String::new());
         out.push(format!("Action {a}: {why}. Its story, in lab time:"));
-        for l in r.stories.get(a).into_iter().flatten() {
-            out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));
+        // A long story keeps its start and its end.
+        let lines: Vec<_> = r.stories.get(a).into_iter().flatten().collect();
+        const HEAD: usize = 24;
+        const TAIL: usize = 8;
+        for (i, l) in lines.iter().enumerate() {
+            if i == HEAD && lines.len() > HEAD + TAIL {
+                out.push(format!("  ... {} more lines ...", lines.len() - HEAD - TAIL));
+            }
+            if i < HEAD || i + TAIL >= lines.len() || lines.len() <= HEAD + TAIL {
+                out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));
+            }
         }
     }
     if r.failing.len() > 3 {

@@ -624,12 +624,7 @@ impl Faults for StepWorld {
         };
         s.lookups += 1;
         let worker = s.worker.clone();
-        let action = s
-            .action_of_key
-            .get(key)
-            .copied()
-            .or(key_action(key))
-            .unwrap_or(0);
+        let action = s.action_of_key.get(key).copied().unwrap_or(0);
         s.note(
             action,
             format!("{worker} looks up {key:?}: {}", lookup_text(&answer)),
@@ -664,11 +659,6 @@ pub fn status_name(s: Status) -> &'static str {
     }
 }
 
-/// The action a story line belongs to, from a key of the lab's shape (`action-<id>`);
-/// other keys are still shown, under action 0.
-fn key_action(key: &str) -> Option<u64> {
-    key.rsplit('-').next()?.parse().ok()
-}
 
 pub fn store_name(i: u64) -> String {
     format!("store-{i:03}")
@@ -1108,7 +1098,8 @@ impl<'h> Chaos<'h> {
         let now_s = self.now_ms as f64 / 1000.0;
         due.extend(self.world.state().provider.due_webhooks(now_s));
         for hook in due {
-            let action = key_action(&hook.key).unwrap_or(0);
+            // Stories go by the keys actually sent (a key of any shape).
+            let action = self.world.0.borrow().action_of_key.get(&hook.key).copied().unwrap_or(0);
             self.log(
                 action,
                 format!(

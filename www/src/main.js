@@ -420,6 +420,7 @@ async function boot() {
   state.build = build;
   state.runner = new Runner({
     workerUrl: new URL('worker.js', location.href),
+    labId: LAB_ID,
     limitS: 8, // until the lab says (below); nothing runs before then
     timeoutReport: (message, seed) => JSON.parse(state.grader.timeout_report(LAB_ID, seed ?? undefined, message)),
     onProgress: (text) => {

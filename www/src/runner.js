@@ -15,8 +15,8 @@ export class Runner {
    * @param {(text:string)=>void} [o.onProgress]
    * @param {number} [o.graceMs]             how long an interrupt may take to land
    */
-  constructor({ workerUrl, limitS, timeoutReport, onProgress = () => {}, graceMs = 1000 }) {
-    Object.assign(this, { workerUrl, limitS, timeoutReport, onProgress, graceMs });
+  constructor({ workerUrl, labId, limitS, timeoutReport, onProgress = () => {}, graceMs = 1000 }) {
+    Object.assign(this, { workerUrl, labId, limitS, timeoutReport, onProgress, graceMs });
     this.worker = null;
     this.ready = null;     // Promise<{lab, ms}> for the current worker
     this.pending = new Map(); // run id -> resolve
@@ -54,7 +54,7 @@ export class Runner {
       };
     });
     this.ready.catch(() => { this.stop(); });
-    worker.postMessage({ type: 'init', interruptBuffer: this.interrupt });
+    worker.postMessage({ type: 'init', interruptBuffer: this.interrupt, lab: this.labId });
     return this.ready;
   }
 

@@ -3,7 +3,7 @@
 // an interrupt or throw the whole worker away.
 //
 // Messages (main -> worker):
-//   {type:'init', interruptBuffer?}         load the grader, then Pyodide
+//   {type:'init', interruptBuffer?, lab?}   load the grader, then Pyodide, for this lab
 //   {type:'run', id, source, seed?}          grade source
 //   {type:'timeout-report', id, message}     a report for a run stopped at the limit
 //                                            (needs only the grader, not Pyodide)
@@ -20,6 +20,7 @@ const here = (p) => new URL(p, import.meta.url).href;
 const post = (m) => self.postMessage(m);
 
 let interruptBuffer = null;
+let labId = LAB_ID;
 let graderReady = null; // Promise<Grader module>, for timeout reports before Python is up
 let engineReady = null; // Promise<engine>
 
@@ -46,12 +47,13 @@ async function loadEngine() {
   const [, pyodide] = await Promise.all([graderReady, loadPython()]);
   if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
   post({ type: 'progress', text: 'Starting the grader…' });
-  return createEngine({ pyodide, Grader, bridgeSource, labId: LAB_ID });
+  return createEngine({ pyodide, Grader, bridgeSource, labId });
 }
 
 async function start(msg) {
   const t0 = performance.now();
   interruptBuffer = msg.interruptBuffer || null;
+  if (msg.lab) labId = msg.lab;
   graderReady = loadGrader();
   engineReady = loadEngine();
   try {
@@ -79,7 +81,7 @@ async function run({ id, source, seed }) {
 
 async function timeoutReport({ id, message, seed }) {
   const grader = await graderReady;
-  const report = JSON.parse(grader.timeout_report(LAB_ID, seed ?? undefined, message));
+  const report = JSON.parse(grader.timeout_report(labId, seed ?? undefined, message));
   post({ type: 'report', id, report });
 }
 

@@ -1,0 +1,85 @@
+// The courier lab in the page (dist/ in Debian's Chromium, ?lab=courier): the
+// reference passes every test including the chaos and fairness runs, within the
+// lab's 20 s limit; the starter fails readably, and the system runs' tables show.
+// Run: node --test test/courier-page.test.mjs   (builds dist/ first; needs www/pkg)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const WWW = fileURLToPath(new URL('../', import.meta.url));
+const repo = new URL('../../', import.meta.url);
+const REFERENCE = fs.readFileSync(new URL('src/courier/reference.py', repo), 'utf8');
+const STARTER = fs.readFileSync(new URL('src/courier/starter.py', repo), 'utf8');
+const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-courier-'));
+const LIMIT = { timeout: 120_000 };
+const LAUNCH = {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+};
+
+let browser;
+let server;
+let page;
+
+before(async () => {
+  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', ROOT], { cwd: WWW, stdio: 'inherit' });
+  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', ROOT], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
+    child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));
+  });
+  server = { url, child };
+  browser = await chromium.launch(LAUNCH);
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  page = await context.newPage();
+  page.on('pageerror', (e) => console.error('page error:', e.message));
+  await page.goto(new URL('?lab=courier', url).href);
+  await page.waitForFunction(() => window.deliveryLab);
+  await page.evaluate(() => window.deliveryLab.ready);
+});
+
+after(async () => {
+  await browser?.close();
+  server?.child.kill();
+  fs.rmSync(ROOT, { recursive: true, force: true });
+});
+
+async function run(source) {
+  await page.evaluate((s) => window.deliveryLab.setCode(s), source);
+  return page.evaluate(() => window.deliveryLab.run());
+}
+
+test('the courier lab opens with its text, its starter and its 20 s limit', LIMIT, async () => {
+  assert.match(await page.locator('#instructions').innerText(), /courier/i);
+  assert.match(await page.locator('#status').innerText(), /20 s/);
+  assert.equal(await page.evaluate(() => window.deliveryLab.getCode()), STARTER);
+});
+
+test('the reference passes every test in the browser, chaos and fairness included', LIMIT, async () => {
+  const report = await run(REFERENCE);
+  const failed = report.tests.filter((t) => t.status !== 'pass').map((t) => `${t.name}: ${t.message}`);
+  assert.deepEqual(failed, []);
+  const ms = await page.evaluate(() => window.deliveryLab.lastRun.ms);
+  console.log(`courier full run in the page's worker: ${ms} ms`);
+  assert.ok(ms < 20_000, `${ms} ms`);
+  const chaos = page.locator('[data-test^="chaos run"]');
+  assert.equal(await chaos.getAttribute('data-status'), 'pass');
+  await page.screenshot({ path: '/tmp/delivery-lab-courier.png', fullPage: true });
+});
+
+test('the starter fails, and the chaos run shows its rows and a failing action', LIMIT, async () => {
+  const report = await run(STARTER);
+  assert.equal(report.status, 'fail');
+  const chaos = report.tests.find((t) => t.name.startsWith('chaos run'));
+  assert.equal(chaos.status, 'fail');
+  assert.match(chaos.message, /actions with exactly one message sent/);
+  const text = await page.locator('[data-test^="chaos run"]').innerText();
+  assert.match(text, /must be 0/);
+  await page.locator('[data-test^="chaos run"]').screenshot({ path: '/tmp/delivery-lab-courier-chaos.png' });
+  await page.locator('[data-test^="fairness run"]').screenshot({ path: '/tmp/delivery-lab-courier-fairness.png' });
+});
