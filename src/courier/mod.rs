@@ -139,7 +139,11 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
             "{} steps raised or returned the wrong shape (the worker restarted):",
             r.crashes
         ));
-        out.extend(r.crash_messages.iter().map(|m| format!("  {}", crate::report::cap_chars(m, 1500))));
+        out.extend(
+            r.crash_messages
+                .iter()
+                .map(|m| format!("  {}", crate::report::cap_chars(m, 1500))),
+        );
     }
     for (a, why) in r.failing.iter().take(3) {
         out.push(String::new());
@@ -150,7 +154,10 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
         const TAIL: usize = 8;
         for (i, l) in lines.iter().enumerate() {
             if i == HEAD && lines.len() > HEAD + TAIL {
-                out.push(format!("  ... {} more lines ...", lines.len() - HEAD - TAIL));
+                out.push(format!(
+                    "  ... {} more lines ...",
+                    lines.len() - HEAD - TAIL
+                ));
             }
             if i < HEAD || i + TAIL >= lines.len() || lines.len() <= HEAD + TAIL {
                 out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));

@@ -659,7 +659,6 @@ pub fn status_name(s: Status) -> &'static str {
     }
 }
 
-
 pub fn store_name(i: u64) -> String {
     format!("store-{i:03}")
 }
@@ -1099,7 +1098,14 @@ impl<'h> Chaos<'h> {
         due.extend(self.world.state().provider.due_webhooks(now_s));
         for hook in due {
             // Stories go by the keys actually sent (a key of any shape).
-            let action = self.world.0.borrow().action_of_key.get(&hook.key).copied().unwrap_or(0);
+            let action = self
+                .world
+                .0
+                .borrow()
+                .action_of_key
+                .get(&hook.key)
+                .copied()
+                .unwrap_or(0);
             self.log(
                 action,
                 format!(

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { WORLD_OPS } from '../src/engine.mjs';
+import { WORLD_OPS, COURIER_OPS } from '../src/engine.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
@@ -151,7 +151,9 @@ export function replaySolution(transcript) {
           return mismatch(`call ${i} is not the one the grader made (${fn})`);
         }
         for (const op of e.ops) {
-          if (!op || !WORLD_OPS.includes(op.op) || !Array.isArray(op.args)) return mismatch(`call ${i}: an unknown world operation`);
+          if (!op || !(WORLD_OPS.includes(op.op) || COURIER_OPS.includes(op.op)) || !Array.isArray(op.args) || !world || typeof world[op.op] !== 'function') {
+            return mismatch(`call ${i}: an unknown world operation`);
+          }
           let result, threw = null;
           try {
             result = world[op.op](...op.args);
@@ -331,7 +333,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
         if (rss > slot.baseRss + memoryMb + 512) finish(slot, { memory: rss });
       }
     }, 50);
-    slot.child.send({ type: 'grade', id: job.id, source: job.source, seed: job.seed });
+    slot.child.send({ type: 'grade', id: job.id, lab: job.lab, source: job.source, seed: job.seed });
   }
 
   function finish(slot, outcome) {

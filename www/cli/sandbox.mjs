@@ -86,11 +86,12 @@ if (snapshotFile) {
   }
 }
 
+// A restored interpreter; the engine for a submission's lab is made on it when
+// the submission arrives (a few ms: the bridge is already imported).
 async function freshEngine() {
   const pyodide = await loadPyodide({ ...pyOptions, _loadSnapshot: snapshot });
-  const engine = createEngine({ pyodide, Grader: pkg.Grader, bridgeSource });
   const alarms = pyodide.pyimport('delivery_lab_bridge').alarms_json;
-  return { pyodide, engine, alarms };
+  return { pyodide, alarms };
 }
 
 // A fingerprint of the JavaScript realm (the global object, the built-in
@@ -141,10 +142,12 @@ process.on('disconnect', () => exit(0));
 const clean = fingerprint();
 send({ type: 'ready', pid: process.pid });
 
-async function grade({ id, source, seed }) {
+async function grade({ id, lab, source, seed }) {
   let engine, alarms;
   try {
-    ({ engine, alarms } = await next);
+    let pyodide;
+    ({ pyodide, alarms } = await next);
+    engine = createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, ...(lab ? { labId: lab } : {}) });
   } catch (e) {
     send({ type: 'result', id, report: null, transcript: [], failure: `no fresh interpreter: ${e && e.message}`, ms: 0, alarms: [], tainted: true });
     exit(4);

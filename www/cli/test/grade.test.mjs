@@ -320,3 +320,21 @@ test('clean interpreter: after poisoning, the same sandbox process grades the ne
   assert.equal(pool.stats.spawned, 1);
   await pool.close();
 });
+
+test('the courier lab: the reference passes, the starter and a resend-without-lookup fail, replayed outside the sandbox', LIMIT, async () => {
+  const dir = path.join(TMP, 'courier');
+  const ref = fs.readFileSync(path.join(WWW, '../src/courier/reference.py'), 'utf8');
+  const anchor = '        if attempts > 0:\n';
+  assert.ok(ref.includes(anchor));
+  write(dir, 'a_reference.py', ref);
+  write(dir, 'b_starter.py', fs.readFileSync(path.join(WWW, '../src/courier/starter.py'), 'utf8'));
+  write(dir, 'c_no_lookup.py', ref.replace(anchor, '        if False:\n'));
+  const r = await grade(['--lab', 'courier', '--format', 'json', dir]);
+  assert.equal(r.code, 1, r.stderr);
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(lines.map((l) => [path.basename(l.file), l.lab, l.status]),
+    [['a_reference.py', 'courier', 'pass'], ['b_starter.py', 'courier', 'fail'], ['c_no_lookup.py', 'courier', 'fail']]);
+  const chaos = lines[2].tests.find((t) => t.name.startsWith('chaos run'));
+  assert.equal(chaos.status, 'fail');
+  assert.match(chaos.message, /FAIL sends with no lookup since the previous send: [1-9]/);
+});
