@@ -6,7 +6,9 @@
 //! that trait over their interpreter. Everything random comes from a seed and every
 //! time from the world's clock, so the same submission gets the same report anywhere.
 
+#[cfg(feature = "courier")]
 pub mod courier;
+#[cfg(feature = "deliver-once")]
 pub mod deliver_once;
 pub mod lab;
 pub mod report;

@@ -4,10 +4,12 @@
 //! serde types the native hosts use, so the page reads the same reports as the CLI.
 //! Every failure reaches JS as an `Error` (made by `js_error`), never as a panic.
 
+#[cfg(feature = "courier")]
 use crate::courier::{
     self,
     sim::{Call, Config, Fault, Faults, Host, StepWorld, Tables},
 };
+#[cfg(feature = "deliver-once")]
 use crate::deliver_once::{
     self,
     model::{Policy, SendResult, Task},
@@ -59,7 +61,7 @@ fn render(report: &Report, format: Option<String>) -> Result<String, JsError> {
 
 /// Labs carry no default seed of their own yet; deliver-once's is the course's.
 fn seed_or_default(seed: Option<u32>) -> u64 {
-    seed.map_or(deliver_once::DEFAULT_SEED, u64::from)
+    seed.map_or(crate::lab::COURSE_SEED, u64::from)
 }
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -88,6 +90,7 @@ extern "C" {
     #[wasm_bindgen(method, getter = call, catch)]
     fn call_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
 
+    #[cfg(feature = "deliver-once")]
     #[wasm_bindgen(method, catch)]
     fn call(
         this: &SolutionObject,
@@ -98,6 +101,7 @@ extern "C" {
 
     /// The same `call`, with the courier lab's world (or `null` for the host's own,
     /// trusted operations: `__courier_reset` and the like).
+    #[cfg(feature = "courier")]
     #[wasm_bindgen(method, catch, js_name = call)]
     fn call_courier(
         this: &SolutionObject,
@@ -234,11 +238,14 @@ impl Grader {
             ));
         }
         let seed = seed_or_default(seed);
-        let mut solution = JsSolution(solution);
         // `Lab` has no `grade`: each lab's `Solution` trait is its own.
         let report = match lab.info().id {
-            deliver_once::ID => deliver_once::grade(&mut solution, seed, Audience::Learner),
-            courier::ID => courier::grade(&mut JsCourierHost(solution.0), seed, Audience::Learner),
+            #[cfg(feature = "deliver-once")]
+            deliver_once::ID => {
+                deliver_once::grade(&mut JsSolution(solution), seed, Audience::Learner)
+            }
+            #[cfg(feature = "courier")]
+            courier::ID => courier::grade(&mut JsCourierHost(solution), seed, Audience::Learner),
             id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
         };
         render(&report, format)
@@ -275,304 +282,334 @@ impl Grader {
     }
 }
 
-/// The world of one learner call. Rust empties the slot when the call returns, so the
-/// engine's world is released at once and a handle JS kept (say, a learner who stored
-/// `kv` in a global) can no longer touch a finished test; it then throws. The small
-/// wrapper itself is JS-owned: the caller should `free()` it when `call` returns, and
-/// wasm-bindgen's FinalizationRegistry reclaims it otherwise.
-#[wasm_bindgen]
-pub struct World {
-    slot: Rc<RefCell<Option<world::World>>>,
-}
+/// The first lab's boundary: its world and its solution adapter.
+#[cfg(feature = "deliver-once")]
+mod deliver_once_host {
+    use super::*;
 
-impl World {
-    /// A clone of the engine's handle, so no borrow is held while the world works.
-    fn live(&self) -> Result<world::World, JsError> {
-        self.slot.borrow().clone().ok_or_else(|| {
-            js_error("This world belongs to a call that has already returned; use the one passed to the current call")
-        })
-    }
-}
-
-#[wasm_bindgen]
-impl World {
-    pub fn now_s(&self) -> Result<f64, JsError> {
-        Ok(self.live()?.now_s())
+    /// The world of one learner call. Rust empties the slot when the call returns, so the
+    /// engine's world is released at once and a handle JS kept (say, a learner who stored
+    /// `kv` in a global) can no longer touch a finished test; it then throws. The small
+    /// wrapper itself is JS-owned: the caller should `free()` it when `call` returns, and
+    /// wasm-bindgen's FinalizationRegistry reclaims it otherwise.
+    #[wasm_bindgen]
+    pub struct World {
+        slot: Rc<RefCell<Option<world::World>>>,
     }
 
-    pub fn kv_get(&self, key: &str) -> Result<Option<String>, JsError> {
-        Ok(self.live()?.kv_get(key))
-    }
-
-    /// `ttl_s`: seconds, or `undefined`/`null` for a key that never expires.
-    pub fn kv_set(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_s: Option<f64>,
-        nx: bool,
-    ) -> Result<bool, JsError> {
-        let world = self.live()?;
-        // The engine's world takes finite TTLs only; the bridge is where that is checked.
-        if ttl_s.is_some_and(|t| !t.is_finite()) {
-            return Err(js_error(
-                "kv.set: ttl must be a finite number of seconds, or None",
-            ));
-        }
-        Ok(world.kv_set(key, value, ttl_s, nx))
-    }
-
-    pub fn kv_delete(&self, key: &str) -> Result<bool, JsError> {
-        Ok(self.live()?.kv_delete(key))
-    }
-
-    /// The provider's answer, as JSON of `SendResult`.
-    pub fn send(&self, task_key: &str) -> Result<String, JsError> {
-        to_json(&self.live()?.send(task_key))
-    }
-
-    pub fn uniform(&self, a: f64, b: f64) -> Result<f64, JsError> {
-        Ok(self.live()?.uniform(a, b))
-    }
-}
-
-#[derive(Serialize)]
-struct DeliverOnceArgs<'a> {
-    task: &'a Task,
-    policy: &'a Policy,
-}
-
-#[derive(Serialize)]
-struct NextStepArgs<'a> {
-    task: &'a Task,
-    result: &'a SendResult,
-    now_s: f64,
-    policy: &'a Policy,
-}
-
-/// The host's JS object as a lab's `Solution`.
-struct JsSolution(SolutionObject);
-
-impl JsSolution {
-    fn call(
-        &mut self,
-        fn_name: &str,
-        args: &impl Serialize,
-        world: &world::World,
-    ) -> Result<Value, LearnerError> {
-        let host = |why: String| LearnerError::Host {
-            message: format!("The page could not run `{fn_name}`: {why}"),
-        };
-        let args_json = serde_json::to_string(args)
-            .map_err(|e| host(format!("its arguments did not serialize ({e})")))?;
-        let slot = Rc::new(RefCell::new(Some(world.clone())));
-        let returned = self
-            .0
-            .call(fn_name, &args_json, World { slot: slot.clone() });
-        slot.borrow_mut().take();
-        let returned =
-            returned.map_err(|e| host(format!("the host's call threw {}", describe_thrown(&e))))?;
-        let Some(text) = returned.as_string() else {
-            return Err(host(format!(
-                "the host's call returned {returned:?}, not a JSON string"
-            )));
-        };
-        let answer = serde_json::from_str::<serde_json::Value>(&text)
-            .map_err(|e| e.to_string())
-            .and_then(|v| match (v.get("ok"), v.get("error")) {
-                (Some(ok), None) => Value::from_json(ok).map(Ok),
-                (None, Some(err)) => LearnerError::from_json(err).map(Err),
-                _ => Err("it has neither or both".to_string()),
-            });
-        match answer {
-            Ok(result) => result,
-            Err(why) => Err(host(format!(
-                "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({why}): {}",
-                crate::report::cap_chars(&text, 200)
-            ))),
+    impl World {
+        /// A clone of the engine's handle, so no borrow is held while the world works.
+        fn live(&self) -> Result<world::World, JsError> {
+            self.slot.borrow().clone().ok_or_else(|| {
+                js_error("This world belongs to a call that has already returned; use the one passed to the current call")
+            })
         }
     }
-}
 
-impl Solution for JsSolution {
-    fn deliver_once(
-        &mut self,
-        world: &world::World,
-        task: &Task,
-        policy: &Policy,
-    ) -> Result<Value, LearnerError> {
-        self.call("deliver_once", &DeliverOnceArgs { task, policy }, world)
+    #[wasm_bindgen]
+    impl World {
+        pub fn now_s(&self) -> Result<f64, JsError> {
+            Ok(self.live()?.now_s())
+        }
+
+        pub fn kv_get(&self, key: &str) -> Result<Option<String>, JsError> {
+            Ok(self.live()?.kv_get(key))
+        }
+
+        /// `ttl_s`: seconds, or `undefined`/`null` for a key that never expires.
+        pub fn kv_set(
+            &self,
+            key: &str,
+            value: &str,
+            ttl_s: Option<f64>,
+            nx: bool,
+        ) -> Result<bool, JsError> {
+            let world = self.live()?;
+            // The engine's world takes finite TTLs only; the bridge is where that is checked.
+            if ttl_s.is_some_and(|t| !t.is_finite()) {
+                return Err(js_error(
+                    "kv.set: ttl must be a finite number of seconds, or None",
+                ));
+            }
+            Ok(world.kv_set(key, value, ttl_s, nx))
+        }
+
+        pub fn kv_delete(&self, key: &str) -> Result<bool, JsError> {
+            Ok(self.live()?.kv_delete(key))
+        }
+
+        /// The provider's answer, as JSON of `SendResult`.
+        pub fn send(&self, task_key: &str) -> Result<String, JsError> {
+            to_json(&self.live()?.send(task_key))
+        }
+
+        pub fn uniform(&self, a: f64, b: f64) -> Result<f64, JsError> {
+            Ok(self.live()?.uniform(a, b))
+        }
     }
 
-    fn next_step(
-        &mut self,
-        world: &world::World,
-        task: &Task,
-        result: &SendResult,
+    #[derive(Serialize)]
+    struct DeliverOnceArgs<'a> {
+        task: &'a Task,
+        policy: &'a Policy,
+    }
+
+    #[derive(Serialize)]
+    struct NextStepArgs<'a> {
+        task: &'a Task,
+        result: &'a SendResult,
         now_s: f64,
-        policy: &Policy,
-    ) -> Result<Value, LearnerError> {
-        let args = NextStepArgs {
-            task,
-            result,
-            now_s,
-            policy,
-        };
-        self.call("next_step", &args, world)
+        policy: &'a Policy,
     }
 
-    /// Optional on the JS side; a throwing `take_output` only loses the output.
-    fn take_output(&mut self) -> Option<String> {
-        if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
-            return None;
-        }
-        self.0.take_output_call().ok()?.as_string()
-    }
-}
+    /// The host's JS object as a lab's `Solution`.
+    pub(super) struct JsSolution(pub(super) SolutionObject);
 
-/// The courier lab's world for one step: every database statement and provider
-/// call of the learner's code asks it first (see `courier::sim::Faults`).
-#[wasm_bindgen]
-pub struct CourierWorld {
-    slot: Rc<RefCell<Option<StepWorld>>>,
-}
-
-impl CourierWorld {
-    fn live(&self) -> Result<StepWorld, JsError> {
-        self.slot.borrow().clone().ok_or_else(|| {
-            js_error("This database or provider belongs to a step that has already returned; use the ones passed to the current call")
-        })
-    }
-}
-
-#[wasm_bindgen]
-impl CourierWorld {
-    /// Before a statement: `go`, `kill` (the worker dies here) or `db-down`.
-    pub fn statement(&self, in_tx: bool) -> Result<String, JsError> {
-        Ok(match self.live()?.statement(in_tx) {
-            Fault::Go => "go",
-            Fault::Kill => "kill",
-            Fault::DbDown => "db-down",
-        }
-        .into())
-    }
-
-    /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or
-    /// `{"answer": "timeout"}`), or `{"answer": "killed"}`.
-    pub fn send(
-        &self,
-        key: &str,
-        phone: &str,
-        body: &str,
-        committed_attempts: Option<f64>,
-    ) -> Result<String, JsError> {
-        let committed = committed_attempts.map(|a| a as i64);
-        match self.live()?.send(key, phone, body, committed) {
-            Ok(a) => to_json(&a),
-            Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+    impl JsSolution {
+        fn call(
+            &mut self,
+            fn_name: &str,
+            args: &impl Serialize,
+            world: &world::World,
+        ) -> Result<Value, LearnerError> {
+            let host = |why: String| LearnerError::Host {
+                message: format!("The page could not run `{fn_name}`: {why}"),
+            };
+            let args_json = serde_json::to_string(args)
+                .map_err(|e| host(format!("its arguments did not serialize ({e})")))?;
+            let slot = Rc::new(RefCell::new(Some(world.clone())));
+            let returned = self
+                .0
+                .call(fn_name, &args_json, World { slot: slot.clone() });
+            slot.borrow_mut().take();
+            let returned = returned
+                .map_err(|e| host(format!("the host's call threw {}", describe_thrown(&e))))?;
+            let Some(text) = returned.as_string() else {
+                return Err(host(format!(
+                    "the host's call returned {returned:?}, not a JSON string"
+                )));
+            };
+            let answer = serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|v| match (v.get("ok"), v.get("error")) {
+                    (Some(ok), None) => Value::from_json(ok).map(Ok),
+                    (None, Some(err)) => LearnerError::from_json(err).map(Err),
+                    _ => Err("it has neither or both".to_string()),
+                });
+            match answer {
+                Ok(result) => result,
+                Err(why) => Err(host(format!(
+                    "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({why}): {}",
+                    crate::report::cap_chars(&text, 200)
+                ))),
+            }
         }
     }
 
-    pub fn lookup(&self, key: &str) -> Result<String, JsError> {
-        match self.live()?.lookup(key) {
-            Ok(a) => to_json(&a),
-            Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+    impl Solution for JsSolution {
+        fn deliver_once(
+            &mut self,
+            world: &world::World,
+            task: &Task,
+            policy: &Policy,
+        ) -> Result<Value, LearnerError> {
+            self.call("deliver_once", &DeliverOnceArgs { task, policy }, world)
         }
-    }
-}
 
-/// The host's JS object as the courier lab's `Host`: the learner's pieces and the
-/// host's trusted operations on its database, all through `call`.
-struct JsCourierHost(SolutionObject);
+        fn next_step(
+            &mut self,
+            world: &world::World,
+            task: &Task,
+            result: &SendResult,
+            now_s: f64,
+            policy: &Policy,
+        ) -> Result<Value, LearnerError> {
+            let args = NextStepArgs {
+                task,
+                result,
+                now_s,
+                policy,
+            };
+            self.call("next_step", &args, world)
+        }
 
-impl JsCourierHost {
-    fn raw(
-        &mut self,
-        fn_name: &str,
-        args_json: &str,
-        world: Option<&StepWorld>,
-    ) -> Result<serde_json::Value, String> {
-        let slot = Rc::new(RefCell::new(world.cloned()));
-        let js_world = world.map(|_| CourierWorld { slot: slot.clone() });
-        let returned = self.0.call_courier(fn_name, args_json, js_world);
-        slot.borrow_mut().take();
-        let returned =
-            returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
-        let text = returned
-            .as_string()
-            .ok_or_else(|| format!("the host's call returned {returned:?}, not a JSON string"))?;
-        serde_json::from_str(&text).map_err(|e| format!("the host's answer is not JSON ({e})"))
-    }
-
-    /// A trusted operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
-    fn trusted(&mut self, op: &str, args: &impl Serialize) -> Result<serde_json::Value, String> {
-        let args = serde_json::to_string(args).map_err(|e| e.to_string())?;
-        let v = self.raw(op, &args, None)?;
-        match (v.get("ok"), v.get("error")) {
-            (Some(ok), None) => Ok(ok.clone()),
-            (None, Some(e)) => Err(format!(
-                "{op}: {}",
-                e.get("message")
-                    .and_then(|m| m.as_str())
-                    .unwrap_or("failed")
-            )),
-            _ => Err(format!("{op}: the host's answer is neither ok nor error")),
+        /// Optional on the JS side; a throwing `take_output` only loses the output.
+        fn take_output(&mut self) -> Option<String> {
+            if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
+                return None;
+            }
+            self.0.take_output_call().ok()?.as_string()
         }
     }
 }
 
-#[derive(Serialize)]
-struct ResetArgs<'a> {
-    cfg: &'a Config,
-    stores: &'a [String],
-}
+#[cfg(feature = "deliver-once")]
+use deliver_once_host::{JsSolution, World};
 
-impl Host for JsCourierHost {
-    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
-        self.trusted("__courier_reset", &ResetArgs { cfg, stores })
-            .map(|_| ())
+/// The courier lab's boundary: its world and its host adapter.
+#[cfg(feature = "courier")]
+mod courier_host {
+    use super::*;
+
+    /// The courier lab's world for one step: every database statement and provider
+    /// call of the learner's code asks it first (see `courier::sim::Faults`).
+    #[wasm_bindgen]
+    pub struct CourierWorld {
+        slot: Rc<RefCell<Option<StepWorld>>>,
     }
 
-    fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), String> {
-        self.trusted("__courier_enqueue", action).map(|_| ())
-    }
-
-    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
-        self.trusted("__courier_settle", &(action_id, now_ms))
-            .map(|_| ())
-    }
-
-    fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
-        let host = |why: String| LearnerError::Host {
-            message: format!("The page could not run `{}`: {why}", call.function()),
-        };
-        let args = serde_json::to_string(call).map_err(|e| host(e.to_string()))?;
-        let v = self
-            .raw(call.function(), &args, Some(world))
-            .map_err(host)?;
-        match (v.get("ok"), v.get("error")) {
-            (Some(ok), None) => Value::from_json(ok).map_err(host),
-            (None, Some(err)) => Err(LearnerError::from_json(err).map_err(host)?),
-            _ => Err(host("the host's answer is neither ok nor error".into())),
+    impl CourierWorld {
+        fn live(&self) -> Result<StepWorld, JsError> {
+            self.slot.borrow().clone().ok_or_else(|| {
+                js_error("This database or provider belongs to a step that has already returned; use the ones passed to the current call")
+            })
         }
     }
 
-    fn kill(&mut self, worker: &str) {
-        // A host that cannot close the connection still loses the worker's
-        // transaction at its next reset; nothing to report here.
-        let _ = self.trusted("__courier_kill", &worker);
+    #[wasm_bindgen]
+    impl CourierWorld {
+        /// Before a statement: `go`, `kill` (the worker dies here) or `db-down`.
+        pub fn statement(&self, in_tx: bool) -> Result<String, JsError> {
+            Ok(match self.live()?.statement(in_tx) {
+                Fault::Go => "go",
+                Fault::Kill => "kill",
+                Fault::DbDown => "db-down",
+            }
+            .into())
+        }
+
+        /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or
+        /// `{"answer": "timeout"}`), or `{"answer": "killed"}`.
+        pub fn send(
+            &self,
+            key: &str,
+            phone: &str,
+            body: &str,
+            committed_attempts: Option<f64>,
+        ) -> Result<String, JsError> {
+            let committed = committed_attempts.map(|a| a as i64);
+            match self.live()?.send(key, phone, body, committed) {
+                Ok(a) => to_json(&a),
+                Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+            }
+        }
+
+        pub fn lookup(&self, key: &str) -> Result<String, JsError> {
+            match self.live()?.lookup(key) {
+                Ok(a) => to_json(&a),
+                Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
+            }
+        }
     }
 
-    fn restart_db(&mut self) {
-        let _ = self.trusted("__courier_restart", &());
+    /// The host's JS object as the courier lab's `Host`: the learner's pieces and the
+    /// host's trusted operations on its database, all through `call`.
+    pub(super) struct JsCourierHost(pub(super) SolutionObject);
+
+    impl JsCourierHost {
+        fn raw(
+            &mut self,
+            fn_name: &str,
+            args_json: &str,
+            world: Option<&StepWorld>,
+        ) -> Result<serde_json::Value, String> {
+            let slot = Rc::new(RefCell::new(world.cloned()));
+            let js_world = world.map(|_| CourierWorld { slot: slot.clone() });
+            let returned = self.0.call_courier(fn_name, args_json, js_world);
+            slot.borrow_mut().take();
+            let returned =
+                returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
+            let text = returned.as_string().ok_or_else(|| {
+                format!("the host's call returned {returned:?}, not a JSON string")
+            })?;
+            serde_json::from_str(&text).map_err(|e| format!("the host's answer is not JSON ({e})"))
+        }
+
+        /// A trusted operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
+        fn trusted(
+            &mut self,
+            op: &str,
+            args: &impl Serialize,
+        ) -> Result<serde_json::Value, String> {
+            let args = serde_json::to_string(args).map_err(|e| e.to_string())?;
+            let v = self.raw(op, &args, None)?;
+            match (v.get("ok"), v.get("error")) {
+                (Some(ok), None) => Ok(ok.clone()),
+                (None, Some(e)) => Err(format!(
+                    "{op}: {}",
+                    e.get("message")
+                        .and_then(|m| m.as_str())
+                        .unwrap_or("failed")
+                )),
+                _ => Err(format!("{op}: the host's answer is neither ok nor error")),
+            }
+        }
     }
 
-    fn dump(&mut self) -> Result<Tables, String> {
-        let v = self.trusted("__courier_dump", &())?;
-        serde_json::from_value(v).map_err(|e| format!("the host's tables do not read: {e}"))
+    #[derive(Serialize)]
+    struct ResetArgs<'a> {
+        cfg: &'a Config,
+        stores: &'a [String],
     }
 
-    fn load(&mut self, tables: &Tables) -> Result<(), String> {
-        self.trusted("__courier_load", tables).map(|_| ())
+    impl Host for JsCourierHost {
+        fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
+            self.trusted("__courier_reset", &ResetArgs { cfg, stores })
+                .map(|_| ())
+        }
+
+        fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), String> {
+            self.trusted("__courier_enqueue", action).map(|_| ())
+        }
+
+        fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+            self.trusted("__courier_settle", &(action_id, now_ms))
+                .map(|_| ())
+        }
+
+        fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
+            let host = |why: String| LearnerError::Host {
+                message: format!("The page could not run `{}`: {why}", call.function()),
+            };
+            let args = serde_json::to_string(call).map_err(|e| host(e.to_string()))?;
+            let v = self
+                .raw(call.function(), &args, Some(world))
+                .map_err(host)?;
+            match (v.get("ok"), v.get("error")) {
+                (Some(ok), None) => Value::from_json(ok).map_err(host),
+                (None, Some(err)) => Err(LearnerError::from_json(err).map_err(host)?),
+                _ => Err(host("the host's answer is neither ok nor error".into())),
+            }
+        }
+
+        fn kill(&mut self, worker: &str) {
+            // A host that cannot close the connection still loses the worker's
+            // transaction at its next reset; nothing to report here.
+            let _ = self.trusted("__courier_kill", &worker);
+        }
+
+        fn restart_db(&mut self) {
+            let _ = self.trusted("__courier_restart", &());
+        }
+
+        fn dump(&mut self) -> Result<Tables, String> {
+            let v = self.trusted("__courier_dump", &())?;
+            serde_json::from_value(v).map_err(|e| format!("the host's tables do not read: {e}"))
+        }
+
+        fn load(&mut self, tables: &Tables) -> Result<(), String> {
+            self.trusted("__courier_load", tables).map(|_| ())
+        }
+
+        /// Optional on the JS side; a throwing `take_output` only loses the output.
+        fn take_output(&mut self) -> Option<String> {
+            if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
+                return None;
+            }
+            self.0.take_output_call().ok()?.as_string()
+        }
     }
 }
+
+#[cfg(feature = "courier")]
+use courier_host::{CourierWorld, JsCourierHost};

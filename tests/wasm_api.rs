@@ -420,7 +420,10 @@ fn labs_lists_every_lab() {
     let labs: Json = serde_json::from_str(&js_labs(&g).unwrap()).unwrap();
     assert_eq!(
         labs,
-        serde_json::json!([{ "id": "deliver-once", "title": "Deliver once, retry right" }])
+        serde_json::json!([
+            { "id": "deliver-once", "title": "Deliver once, retry right" },
+            { "id": "courier", "title": "The courier challenge" }
+        ])
     );
 }
 

@@ -23,6 +23,8 @@ const arg = (name, dflt) => {
 };
 const RUNS = arg('--runs', 20);
 const VISITS = arg('--visits', 5);
+const COURIER_REFERENCE = fs.readFileSync(new URL('../src/courier/reference.py', import.meta.url), 'utf8');
+const COURIER_RUNS = 3;
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
 const LAUNCH = {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -67,9 +69,12 @@ async function main() {
   console.log(`delivery-lab bench  (${os.cpus().length} cores, Node ${process.version}, Pyodide ${build.pyodideVersion})\n`);
 
   // 1. Sizes
-  const wasm = fs.readFileSync(path.join(root, 'pkg', 'delivery_lab_bg.wasm'));
-  console.log('1. Grader WASM (pkg/delivery_lab_bg.wasm)');
-  console.log(`   raw ${kb(wasm.length)}, gzip -6 ${kb(zlib.gzipSync(wasm, { level: 6 }).length)}, gzip -9 ${kb(zlib.gzipSync(wasm, { level: 9 }).length)}`);
+  // Each lab's page loads its own grader module.
+  console.log('1. Grader WASM, one module per lab (pkg/labs/ID/delivery_lab_bg.wasm)');
+  for (const id of build.labs) {
+    const wasm = fs.readFileSync(path.join(root, 'pkg', 'labs', id, 'delivery_lab_bg.wasm'));
+    console.log(`   ${id.padEnd(13)} raw ${kb(wasm.length)}, gzip -6 ${kb(zlib.gzipSync(wasm, { level: 6 }).length)}, gzip -9 ${kb(zlib.gzipSync(wasm, { level: 9 }).length)}`);
+  }
   console.log(`   page total: app ${kb(build.totals.app.raw)} raw / ${kb(build.totals.app.gzip)} gzip; `
     + `Pyodide ${kb(build.totals.pyodide.raw)} raw / ${kb(build.totals.pyodide.gzip)} gzip (downloaded once)\n`);
 
@@ -148,6 +153,32 @@ async function main() {
     console.log(`   to results in the DOM:                      ${fmtMs(drawn)}`);
     console.log(`   to the next frame (painted):                ${fmtMs(painted)}`);
     await ctx.close();
+
+    // 5. The courier lab: a full run (unit tests, chaos run, fairness run) in the
+    // page's worker, against its 20 s limit.
+    const cctx = await browser.newContext();
+    const cpage = await cctx.newPage();
+    await cpage.goto(`${server.url}?lab=courier`);
+    await cpage.evaluate(() => window.deliveryLab.ready);
+    await cpage.evaluate((s) => window.deliveryLab.setCode(s), COURIER_REFERENCE);
+    const courierMs = [];
+    let courier;
+    for (let i = 0; i < COURIER_RUNS; i++) {
+      courier = await cpage.evaluate(() => window.deliveryLab.run());
+      if (courier.status !== 'pass') throw new Error(`the courier reference did not pass in the browser: ${courier.status}`);
+      courierMs.push(await cpage.evaluate(() => window.deliveryLab.lastRun.ms));
+    }
+    const cengine = await loadNodeEngine({ labId: 'courier' });
+    const cnodeMs = [];
+    for (let i = 0; i < COURIER_RUNS; i++) {
+      const t0 = performance.now();
+      cengine.run(COURIER_REFERENCE);
+      cnodeMs.push(performance.now() - t0);
+    }
+    console.log(`\n5. Courier lab, full run of the reference: ${courier.total} tests (unit tests, chaos run, fairness run), limit ${cengine.lab.time_limit_s} s`);
+    console.log(`   in the worker (engine.run):                 ${fmtMs(courierMs)}`);
+    console.log(`   Node host:                                  ${fmtMs(cnodeMs)}`);
+    await cctx.close();
   } finally {
     await browser.close();
     server.stop();

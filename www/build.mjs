@@ -2,7 +2,7 @@
 //   main.js, worker.js, style.css   bundled by esbuild from src/
 //   embed.js                        the <delivery-lab> web component for host pages (src/embed.js)
 //   index.html                      copied
-//   pkg/                            the grader (from www/pkg, built by scripts/build-wasm.sh)
+//   pkg/labs/ID/                    each lab's grader (from www/pkg/labs, built by scripts/build-wasm.sh)
 //   pyodide/                        only the Pyodide files that loading needs
 //   build.json                      version, cache names, file lists and sizes (read by the page)
 //   sw.js                           the service worker, with its versioned cache manifest
@@ -57,52 +57,43 @@ function buildWasm() {
     return;
   }
   // build-wasm.sh writes www/pkg, which other builds and the e2e tests read (in
-  // parallel under node --test): the grader without hidden tests is built here
-  // instead, the same way (opt-level z, wasm-bindgen at the pinned version, names
-  // stripped), in its own cargo target dir and into target/pkg-no-hidden.
+  // parallel under node --test): the graders without hidden tests go to
+  // target/pkg-no-hidden instead, built in their own cargo target dir.
   const repo = path.join(WWW, '..');
-  const pinned = /^wasm-bindgen\s*=\s*"=([0-9.]+)"/m.exec(fs.readFileSync(path.join(repo, 'Cargo.toml'), 'utf8'))?.[1];
-  let installed = '';
-  try { installed = execFileSync('wasm-bindgen', ['--version'], { encoding: 'utf8' }).split(' ')[1]?.trim(); } catch { /* missing */ }
-  if (!pinned || installed !== pinned) fail(`wasm-bindgen-cli ${installed || 'is missing'}, the crate pins ${pinned}: run ./lab build once`);
-  console.log('build: the grader without hidden tests (cargo --no-default-features, wasm-bindgen) into target/pkg-no-hidden');
-  const targetDir = path.join(repo, 'target', 'no-hidden');
-  execFileSync('cargo', ['build', '--lib', '--target', 'wasm32-unknown-unknown', '--release', '--no-default-features', '--target-dir', targetDir],
-    { cwd: repo, stdio: 'inherit', env: { ...process.env, CARGO_PROFILE_RELEASE_OPT_LEVEL: 'z' } });
+  console.log('build: the graders without hidden tests (scripts/build-wasm.sh --no-hidden) into target/pkg-no-hidden');
   const tmp = `${NO_HIDDEN_PKG}.tmp-${process.pid}`;
   fs.rmSync(tmp, { recursive: true, force: true });
-  execFileSync('wasm-bindgen', ['--target', 'web', '--out-dir', tmp, '--out-name', 'delivery_lab', '--remove-name-section', '--remove-producers-section',
-    path.join(targetDir, 'wasm32-unknown-unknown', 'release', 'delivery_lab.wasm')], { cwd: repo, stdio: 'inherit' });
-  // wasm-opt only from binaryen 116 on, as in build-wasm.sh (older ones break or bloat this module).
-  const wasmOpt = process.env.WASM_OPT || 'wasm-opt';
-  let optVersion = 0;
-  try { optVersion = Number(/version (\d+)/.exec(execFileSync(wasmOpt, ['--version'], { encoding: 'utf8' }))?.[1] || 0); } catch { /* none */ }
-  if (optVersion >= 116) {
-    const wasm = path.join(tmp, 'delivery_lab_bg.wasm');
-    execFileSync(wasmOpt, ['-Oz', '--skip-pass=inlining-optimizing', '--enable-bulk-memory', '--enable-nontrapping-float-to-int', '--enable-sign-ext',
-      '--enable-mutable-globals', '--enable-multivalue', '--enable-reference-types', wasm, '-o', `${wasm}.opt`], { stdio: 'inherit' });
-    fs.renameSync(`${wasm}.opt`, wasm);
-  }
+  execFileSync('bash', [script, '--no-hidden', '--out', tmp, '--target-dir', path.join(repo, 'target', 'no-hidden')], { cwd: repo, stdio: 'inherit' });
   fs.rmSync(NO_HIDDEN_PKG, { recursive: true, force: true });
   fs.renameSync(tmp, NO_HIDDEN_PKG);
 }
 
-async function checkGrader() {
+async function loadPkg(dir) {
   for (const f of PKG_FILES) {
-    if (!fs.existsSync(path.join(PKG, f))) {
-      fail(`${path.relative(path.join(WWW, '..'), PKG)}/${f} is missing: `
+    if (!fs.existsSync(path.join(dir, f))) {
+      fail(`${path.relative(path.join(WWW, '..'), dir)}/${f} is missing: `
         + (noHidden ? 'run node build.mjs --no-hidden without --no-wasm first' : 'run scripts/build-wasm.sh from the repo root first'));
     }
   }
+  const pkg = await import(new URL(`file://${path.join(dir, 'delivery_lab.js')}`).href);
+  await pkg.default({ module_or_path: fs.readFileSync(path.join(dir, 'delivery_lab_bg.wasm')) });
+  return new pkg.Grader();
+}
+
+/** The labs, each with its own grader module (PKG/labs/ID/), checked to load. */
+async function checkGrader() {
   // A grader that cannot instantiate would only fail in the browser; find out now.
   try {
-    const pkg = await import(new URL(`file://${path.join(PKG, 'delivery_lab.js')}`).href);
-    await pkg.default({ module_or_path: fs.readFileSync(path.join(PKG, 'delivery_lab_bg.wasm')) });
-    const grader = new pkg.Grader();
-    const labs = JSON.parse(grader.labs()).map((l) => l.id);
-    const hidden = labs.reduce((n, id) => n + JSON.parse(grader.lab(id)).tests.filter((t) => t.kind === 'hidden').length, 0);
+    const labs = JSON.parse((await loadPkg(PKG)).labs()).map((l) => l.id);
+    let hidden = 0;
+    for (const id of labs) {
+      const grader = await loadPkg(path.join(PKG, 'labs', id));
+      const own = JSON.parse(grader.labs()).map((l) => l.id);
+      if (own.join() !== id) throw new Error(`labs/${id} holds ${own.join(', ') || 'no lab'}`);
+      hidden += JSON.parse(grader.lab(id)).tests.filter((t) => t.kind === 'hidden').length;
+    }
     if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);
-    if (!hidden) console.warn('build: note: this grader has no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
+    if (!hidden) console.warn('build: note: these graders have no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
     return { labs, hidden };
   } catch (e) {
     fail(`${path.relative(path.join(WWW, '..'), PKG)} does not load or is wrong (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
@@ -139,11 +130,13 @@ async function main() {
     logLevel: 'warning',
   });
   copy(path.join(WWW, 'index.html'), path.join(DIST, 'index.html'));
-  for (const f of PKG_FILES) copy(path.join(PKG, f), path.join(DIST, 'pkg', f));
+  const labFiles = grader.labs.flatMap((id) => PKG_FILES.map((f) => `pkg/labs/${id}/${f}`));
+  for (const f of labFiles) copy(path.join(PKG, f.slice('pkg/'.length)), path.join(DIST, f));
   for (const f of PYODIDE_FILES) copy(path.join(PYODIDE, f), path.join(DIST, 'pyodide', f));
 
   // The app's files: everything the page fetches besides Pyodide.
-  const appFiles = ['index.html', 'main.js', 'style.css', 'worker.js', 'build.json', ...PKG_FILES.map((f) => `pkg/${f}`)];
+  // Every lab's grader is cached, so each lab on this origin works offline.
+  const appFiles = ['index.html', 'main.js', 'style.css', 'worker.js', 'build.json', ...labFiles];
   const pyodideFiles = PYODIDE_FILES.map((f) => `pyodide/${f}`);
   const sizes = {};
   const hash = crypto.createHash('sha256');

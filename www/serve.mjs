@@ -81,19 +81,23 @@ function parseArgs(argv) {
 
 export const GRADE_LIMITS = Object.freeze({ maxBodyBytes: 64 * 1024, waitingPerJob: 2, retryAfterS: 2 });
 
-/** The lab ids the grader in `root` (or www/pkg) knows; null when none loads. */
+/** The lab ids the page in `root` has (its build.json), else www/pkg's; null when none. */
 async function knownLabs(root) {
-  for (const dir of [path.join(root, 'pkg'), path.join(HERE, 'pkg')]) {
-    const js = path.join(dir, 'delivery_lab.js');
-    const wasm = path.join(dir, 'delivery_lab_bg.wasm');
-    if (!fs.existsSync(js) || !fs.existsSync(wasm)) continue;
-    try {
-      const pkg = await import(pathToFileURL(js).href);
-      pkg.initSync({ module: fs.readFileSync(wasm) });
-      return JSON.parse(new pkg.Grader().labs()).map((l) => l.id);
-    } catch { /* try the next */ }
+  try {
+    const labs = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).labs;
+    if (Array.isArray(labs)) return labs;
+  } catch { /* no build here: ask the Node grader */ }
+  const dir = path.join(HERE, 'pkg');
+  const js = path.join(dir, 'delivery_lab.js');
+  const wasm = path.join(dir, 'delivery_lab_bg.wasm');
+  if (!fs.existsSync(js) || !fs.existsSync(wasm)) return null;
+  try {
+    const pkg = await import(pathToFileURL(js).href);
+    pkg.initSync({ module: fs.readFileSync(wasm) });
+    return JSON.parse(new pkg.Grader().labs()).map((l) => l.id);
+  } catch {
+    return null;
   }
-  return null;
 }
 
 /**

@@ -177,6 +177,10 @@ pub trait Host {
     fn restart_db(&mut self);
     /// Trusted: every table's rows, as committed.
     fn dump(&mut self) -> Result<Tables, String>;
+    /// What the learner's code printed since the last time this was asked.
+    fn take_output(&mut self) -> Option<String> {
+        None
+    }
     /// Trusted: replaces every table's rows (a unit case's starting state).
     fn load(&mut self, tables: &Tables) -> Result<(), String>;
 }

@@ -305,7 +305,9 @@ fn table_diffs(expected: &Tables, actual: &Tables) -> Vec<String> {
 pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
     let mut reference = RefHost::new(None);
     let want = play(&mut reference, case);
+    learner.take_output();
     let got = play(learner, case);
+    let output = learner.take_output().filter(|o| !o.is_empty());
     let mut report = TestReport {
         name: case.name.into(),
         kind: case.kind,
@@ -317,7 +319,7 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
         expected: None,
         actual: None,
         trace: Vec::new(),
-        output: None,
+        output,
     };
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g)) => (w, g),

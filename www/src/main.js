@@ -2,7 +2,6 @@
 // small, gives the instructions and starter code at once, and writes the report
 // for a run whose worker had to be killed. Python loads in the worker on the
 // first run (or straight away when it is already stored on this device).
-import init, { Grader } from '../pkg/delivery_lab.js';
 import { marked } from 'marked';
 import { createEditor, createViewer, highlightPython } from './editor.js';
 import { Runner } from './runner.js';
@@ -414,8 +413,24 @@ function renderInstructions(md) {
   }
 }
 
+// Each lab has a grader module of its own (pkg/labs/ID/, scripts/build-wasm.sh):
+// the page loads only its lab's.
+function labPackage(labId, base) {
+  if (!/^[a-z0-9-]+$/.test(labId)) return null;
+  return { js: new URL(`pkg/labs/${labId}/delivery_lab.js`, base).href, wasm: new URL(`pkg/labs/${labId}/delivery_lab_bg.wasm`, base) };
+}
+
+async function loadGraderModule() {
+  const at = labPackage(LAB_ID, location.href);
+  if (!at) throw new Error(`there is no lab "${LAB_ID}" here`);
+  const pkg = await import(at.js);
+  await pkg.default({ module_or_path: at.wasm });
+  return pkg;
+}
+
 async function boot() {
-  const graderLoaded = init({ module_or_path: new URL('pkg/delivery_lab_bg.wasm', location.href) });
+  const graderLoaded = loadGraderModule();
+  graderLoaded.catch(() => {}); // reported below, with the labs this build has
   const build = await fetch('build.json').then((r) => r.json());
   state.build = build;
   state.runner = new Runner({
@@ -436,7 +451,8 @@ async function boot() {
     if (yes) startPython();
   });
 
-  await graderLoaded;
+  if (!build.labs.includes(LAB_ID)) throw new Error(`there is no lab "${LAB_ID}" here (labs: ${build.labs.join(', ')})`);
+  const { Grader } = await graderLoaded;
   state.grader = new Grader();
   const known = JSON.parse(state.grader.labs()).map((l) => l.id);
   if (!known.includes(LAB_ID)) throw new Error(`there is no lab "${LAB_ID}" here (labs: ${known.join(', ')})`);

@@ -12,7 +12,6 @@
 //   {type:'ready', lab, ms}                  Pyodide and the grader are loaded
 //   {type:'report', id, report, ms}
 //   {type:'failed', text}                    loading failed (the page says so)
-import init, { Grader } from '../pkg/delivery_lab.js';
 import bridgeSource from './bridge.py';
 import { createEngine, LAB_ID } from './engine.mjs';
 
@@ -24,8 +23,13 @@ let labId = LAB_ID;
 let graderReady = null; // Promise<Grader module>, for timeout reports before Python is up
 let engineReady = null; // Promise<engine>
 
+let Grader = null; // the class from this lab's grader module (pkg/labs/ID/)
+
 async function loadGrader() {
-  await init({ module_or_path: here('pkg/delivery_lab_bg.wasm') });
+  if (!/^[a-z0-9-]+$/.test(labId)) throw new Error(`there is no lab "${labId}" here`);
+  const pkg = await import(here(`pkg/labs/${labId}/delivery_lab.js`));
+  await pkg.default({ module_or_path: here(`pkg/labs/${labId}/delivery_lab_bg.wasm`) });
+  Grader = pkg.Grader;
   return new Grader();
 }
 

@@ -99,6 +99,14 @@ test('a piece that raises fails its test with a traceback into solution.py', () 
   assert.doesNotMatch(chaos.message, /delivery_lab_bridge/);
 });
 
+test("what a piece prints shows in its unit test's output", () => {
+  const src = REFERENCE.replace('def merge(current, reported):\n', 'def merge(current, reported):\n    print("merging", current, reported)\n');
+  const r = engine.run(src);
+  const t = r.tests.find((x) => x.name === 'merge only moves forward');
+  assert.equal(t.status, 'pass');
+  assert.match(t.output, /merging delivered sent/);
+});
+
 test('a step that returns with its transaction open is told so, and rolled back', () => {
   const src = REFERENCE.replace(/def merge\(current, reported\):\n/, 'def merge(current, reported):\n')
     + '\n_claim = claim\ndef claim(db, worker, now_ms, cfg):\n    r = _claim(db, worker, now_ms, cfg)\n'

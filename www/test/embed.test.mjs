@@ -267,6 +267,6 @@ test('the lab sends the headers embedding needs', LIMIT, async () => {
   assert.equal(embed.status, 200);
   assert.equal(embed.headers.get('access-control-allow-origin'), '*');
   assert.equal(embed.headers.get('cross-origin-resource-policy'), 'cross-origin');
-  const wasm = await fetch(`${lab.url}pkg/delivery_lab_bg.wasm`);
+  const wasm = await fetch(`${lab.url}pkg/labs/deliver-once/delivery_lab_bg.wasm`);
   assert.equal(wasm.headers.get('cross-origin-resource-policy'), 'same-origin');
 });

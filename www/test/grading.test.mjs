@@ -193,8 +193,8 @@ test('the no-hidden build holds no hidden case name or data in any file it serve
     assert.deepEqual(found(body, all), [], `${rel} as served holds hidden data`);
   }
   // The grader itself lists no hidden test; the page knows the server grades them.
-  const pkg = await import(pathToFileURL(path.join(ROOT, 'pkg', 'delivery_lab.js')).href);
-  pkg.initSync({ module: fs.readFileSync(path.join(ROOT, 'pkg', 'delivery_lab_bg.wasm')) });
+  const pkg = await import(pathToFileURL(path.join(ROOT, 'pkg', 'labs', 'deliver-once', 'delivery_lab.js')).href);
+  pkg.initSync({ module: fs.readFileSync(path.join(ROOT, 'pkg', 'labs', 'deliver-once', 'delivery_lab_bg.wasm')) });
   const lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
   assert.equal(lab.tests.filter((t) => t.kind === 'hidden').length, 0);
   assert.equal(lab.tests.filter((t) => t.kind === 'example').length, 3);
