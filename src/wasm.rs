@@ -594,7 +594,7 @@ mod courier_host {
 
         fn dump(&mut self) -> Result<Tables, String> {
             let v = self.trusted("__courier_dump", &())?;
-            serde_json::from_value(v).map_err(|e| format!("the host's tables do not read: {e}"))
+            Tables::from_json(&v).map_err(|e| format!("the host's tables do not read: {e}"))
         }
 
         fn load(&mut self, tables: &Tables) -> Result<(), String> {

@@ -170,3 +170,17 @@ fn peek() {
         println!("=== {m:?}\n{}", r.to_text());
     }
 }
+
+#[test]
+fn tables_read_back_from_their_json() {
+    use delivery_lab::courier::sim::{Host, Tables};
+    let mut host = RefHost::new(None);
+    let _ = chaos_run(&mut host, &ChaosPlan::full(3)).unwrap();
+    let tables = host.dump().unwrap();
+    assert!(!tables.outbox.is_empty() && !tables.webhook_events.is_empty());
+    let json = serde_json::to_value(&tables).unwrap();
+    assert_eq!(Tables::from_json(&json).unwrap(), tables);
+    let mut bad = json.clone();
+    bad["outbox"][0]["attempts"] = serde_json::json!("two");
+    assert!(Tables::from_json(&bad).unwrap_err().contains("attempts"));
+}

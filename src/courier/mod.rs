@@ -173,10 +173,17 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
     out.join("\n")
 }
 
+/// `1.05x`, in integer hundredths (float formatting with a precision costs the
+/// WASM ~8 KB).
+fn times(ratio: f64) -> String {
+    let c = (ratio * 100.0).round() as i64;
+    format!("{}.{:02}x", c / 100, c % 100)
+}
+
 pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
     let mut out = vec![format!(
-        "The other 99 stores' p95 latency (arrival to the message going out, lab ms), against the run where every store is equal; passes within {:.0}%.",
-        (yours.max_ratio - 1.0) * 100.0
+        "The other 99 stores' p95 latency (arrival to the message going out, lab ms), against the run where every store is equal; passes within {}%.",
+        ((yours.max_ratio - 1.0) * 100.0).round() as i64
     )];
     if let Some(e) = &yours.error {
         out.push(format!("Your claim could not finish the run: {e}"));
@@ -190,28 +197,28 @@ pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
     for (i, y) in yours.rows.iter().enumerate() {
         let f = fifo.rows.get(i);
         out.push(format!(
-            "{:<30} {:>9} ms {:>5.2}x {:>9} ms {:>5.2}x",
+            "{:<30} {:>9} ms {:>6} {:>9} ms {:>6}",
             load_name(y.load),
             y.p95_ms,
-            y.ratio,
+            times(y.ratio),
             f.map_or(0, |f| f.p95_ms),
-            f.map_or(0.0, |f| f.ratio)
+            times(f.map_or(0.0, |f| f.ratio))
         ));
     }
     out.push(String::new());
     for (i, y) in yours.rows.iter().enumerate() {
         out.push(format!(
-            "  yours {:<28} {} {:.2}x",
+            "  yours {:<28} {} {}",
             load_name(y.load),
             bar(y.ratio),
-            y.ratio
+            times(y.ratio)
         ));
         if let Some(f) = fifo.rows.get(i) {
             out.push(format!(
-                "  FIFO  {:<28} {} {:.2}x",
+                "  FIFO  {:<28} {} {}",
                 load_name(f.load),
                 bar(f.ratio),
-                f.ratio
+                times(f.ratio)
             ));
         }
     }

@@ -13,7 +13,7 @@ use super::provider::{
 };
 use crate::rng::SeededRng;
 use crate::value::{LearnerError, Value};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -47,7 +47,7 @@ pub struct ActionRow {
 
 /// The lab's tables, row by row, in key order (what `Host::dump` reads and
 /// `Host::load` writes).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Tables {
     pub actions: Vec<ActionState>,
     pub stores: Vec<StoreState>,
@@ -55,7 +55,7 @@ pub struct Tables {
     pub webhook_events: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ActionState {
     pub id: u64,
     pub store: String,
@@ -68,13 +68,13 @@ pub struct ActionState {
     pub lease_until_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StoreState {
     pub store: String,
     pub last_served_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OutboxState {
     pub action_id: u64,
     pub idem_key: String,
@@ -82,6 +82,97 @@ pub struct OutboxState {
     pub status: String,
     pub message_id: Option<String>,
     pub events_applied: i64,
+}
+
+/// Reading a host's tables by hand: serde's derive costs the WASM ~20 KB here.
+impl Tables {
+    pub fn from_json(v: &serde_json::Value) -> Result<Tables, String> {
+        fn rows<'a>(
+            v: &'a serde_json::Value,
+            table: &str,
+        ) -> Result<&'a Vec<serde_json::Value>, String> {
+            v.get(table)
+                .and_then(|t| t.as_array())
+                .ok_or_else(|| format!("no {table} list"))
+        }
+        fn u(r: &serde_json::Value, k: &str) -> Result<u64, String> {
+            r.get(k)
+                .and_then(|x| x.as_u64())
+                .ok_or_else(|| format!("{k} is not a whole number >= 0"))
+        }
+        fn i(r: &serde_json::Value, k: &str) -> Result<i64, String> {
+            r.get(k)
+                .and_then(|x| x.as_i64())
+                .ok_or_else(|| format!("{k} is not a whole number"))
+        }
+        fn st(r: &serde_json::Value, k: &str) -> Result<String, String> {
+            r.get(k)
+                .and_then(|x| x.as_str())
+                .map(String::from)
+                .ok_or_else(|| format!("{k} is not text"))
+        }
+        fn opt(r: &serde_json::Value, k: &str) -> Result<Option<String>, String> {
+            match r.get(k) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(x) => x
+                    .as_str()
+                    .map(|s| Some(s.to_string()))
+                    .ok_or_else(|| format!("{k} is not text or null")),
+            }
+        }
+        let actions = rows(v, "actions")?
+            .iter()
+            .map(|r| {
+                Ok(ActionState {
+                    id: u(r, "id")?,
+                    store: st(r, "store")?,
+                    phone: st(r, "phone")?,
+                    body: st(r, "body")?,
+                    created_ms: u(r, "created_ms")?,
+                    state: st(r, "state")?,
+                    owner: opt(r, "owner")?,
+                    epoch: i(r, "epoch")?,
+                    lease_until_ms: u(r, "lease_until_ms")?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let stores = rows(v, "stores")?
+            .iter()
+            .map(|r| {
+                Ok(StoreState {
+                    store: st(r, "store")?,
+                    last_served_ms: u(r, "last_served_ms")?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let outbox = rows(v, "outbox")?
+            .iter()
+            .map(|r| {
+                Ok(OutboxState {
+                    action_id: u(r, "action_id")?,
+                    idem_key: st(r, "idem_key")?,
+                    attempts: i(r, "attempts")?,
+                    status: st(r, "status")?,
+                    message_id: opt(r, "message_id")?,
+                    events_applied: i(r, "events_applied")?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let webhook_events = rows(v, "webhook_events")?
+            .iter()
+            .map(|e| {
+                e.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| "an event id is not text".to_string())
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Tables {
+            actions,
+            stores,
+            outbox,
+            webhook_events,
+        })
+    }
 }
 
 /// One call of a learner piece, as the host receives it.
@@ -482,8 +573,7 @@ struct Quota {
 impl Quota {
     fn allowed(&self, kind: KillKind, now_ms: u64) -> bool {
         let i = KILL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
-        let due = (self.kills[i] as u128 * (now_ms.min(self.arrivals_ms) as u128 + 1)
-            / self.arrivals_ms.max(1) as u128) as u64;
+        let due = self.kills[i] * (now_ms.min(self.arrivals_ms) + 1) / self.arrivals_ms.max(1);
         self.done[i] < due.min(self.kills[i])
     }
     fn take(&mut self, kind: KillKind) {
