@@ -224,7 +224,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
   let closed = false;
   let grader = null;
   let labCache = new Map();
-  const stats = { spawned: 0, recycled: 0, peakRssMb: 0 };
+  // kept: interpreters a sandbox kept for the next submission (a source that did not compile ran nothing)
+  const stats = { spawned: 0, recycled: 0, peakRssMb: 0, kept: 0 };
 
   // The interpreter snapshot every sandbox restores from, made once per pool by a
   // trusted run of sandbox.mjs (no learner code) that may write this file only.
@@ -279,6 +280,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
       } else if (m.type === 'started' && slot.job && m.id === slot.job.id && !slot.job.startedAt) {
         slot.job.startedAt = performance.now();
       } else if (m.type === 'result' && slot.job && m.id === slot.job.id) {
+        if (m.kept === true) stats.kept++;
         finish(slot, { result: m });
       }
     });

@@ -143,10 +143,22 @@ const clean = fingerprint();
 send({ type: 'ready', pid: process.pid });
 
 async function grade({ id, lab, source, seed }) {
-  let engine, alarms;
+  let engine, alarms, interpreter, compiles = true;
   try {
-    let pyodide;
-    ({ pyodide, alarms } = await next);
+    interpreter = await next;
+    const { pyodide } = interpreter;
+    ({ alarms } = interpreter);
+    // Python's own compile(), before the bridge runs anything of the submission: a
+    // source it refuses never ran, so its interpreter stays as fresh as a restored
+    // one. Decided here, so nothing a submission does can make it look unused.
+    const builtins = pyodide.pyimport('builtins');
+    try {
+      builtins.compile(String(source), 'solution.py', 'exec').destroy();
+    } catch {
+      compiles = false;
+    } finally {
+      builtins.destroy();
+    }
     engine = createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, ...(lab ? { labId: lab } : {}) });
   } catch (e) {
     send({ type: 'result', id, report: null, transcript: [], failure: `no fresh interpreter: ${e && e.message}`, ms: 0, alarms: [], tainted: true });
@@ -173,7 +185,7 @@ async function grade({ id, lab, source, seed }) {
   }
   const tainted = unanswered || !sameFingerprint(clean, fingerprint());
   try {
-    send({ type: 'result', id, report: report && JSON.stringify(report), transcript, failure, ms, alarms: alarm, tainted, diff });
+    send({ type: 'result', id, report: report && JSON.stringify(report), transcript, failure, ms, alarms: alarm, tainted, diff, kept: !compiles && !tainted });
   } catch (e) {
     send({ type: 'result', id, report: null, transcript: [], failure: `the result could not be sent: ${e && e.message}`, ms, alarms: alarm, tainted: true });
   }
@@ -185,6 +197,8 @@ async function grade({ id, lab, source, seed }) {
     setTimeout(() => exit(3), 10);
     await new Promise(() => {});
   }
-  next = freshEngine();
+  // A source that did not compile ran nothing: its interpreter serves the next
+  // submission, sparing a restore (about 150 ms of CPU).
+  next = compiles ? freshEngine() : Promise.resolve(interpreter);
   next.catch(() => {});
 }

@@ -338,3 +338,23 @@ test('the courier lab: the reference passes, the starter and a resend-without-lo
   assert.equal(chaos.status, 'fail');
   assert.match(chaos.message, /FAIL sends with no lookup since the previous send: [1-9]/);
 });
+
+test('a source that does not compile keeps its interpreter for the next submission, which is graded right', LIMIT, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const syntax = JSON.parse(await pool.grade({ source: 'def deliver_once(task, provider, kv, policy)\n    return 1\n' }));
+    assert.equal(syntax.status, 'error');
+    assert.equal(pool.stats.kept, 1);
+    const ok = JSON.parse(await pool.grade({ source: REFERENCE }));
+    assert.equal(ok.status, 'pass');
+    // A source that compiled (and raised at import) gets a fresh interpreter.
+    const raises = JSON.parse(await pool.grade({ source: 'import sys\nsys.modules["json"].dumps = None\nraise ValueError("x")\n' }));
+    assert.equal(raises.status, 'error');
+    assert.equal(pool.stats.kept, 1);
+    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+  } finally {
+    await pool.close();
+  }
+});
