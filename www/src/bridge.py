@@ -636,7 +636,16 @@ class DB:
         object.__setattr__(self, "_live", live)
 
     def __setattr__(self, name, value):
-        raise AttributeError("db: set nothing on the connection; use SQL")
+        # row_factory is how rows by name (sqlite3.Row) are asked for; nothing
+        # else of the connection is the learner's to change.
+        if name == "row_factory":
+            self._conn.row_factory = value
+            return
+        raise AttributeError(f"db.{name} cannot be set here; use SQL (db.row_factory may be set)")
+
+    @property
+    def row_factory(self):
+        return self._conn.row_factory
 
     def __repr__(self):
         return "<db: sqlite3 connection>"

@@ -52,6 +52,11 @@ test('the reference passes every unit test, the chaos run and the fairness run',
   assert.match(r.tests.find((t) => t.name === FAIRNESS).message, /FIFO/);
 });
 
+test('a correct solution written differently (rows by name, choices in Python, `with db:`) passes everything', () => {
+  const variant = fs.readFileSync(new URL('courier/variant.py', import.meta.url), 'utf8');
+  assert.deepEqual(failing(engine.run(variant)), []);
+});
+
 test('the same seed gives the same report, another seed another run', () => {
   const a = JSON.stringify(engine.run(REFERENCE, { seed: 7 }));
   assert.equal(JSON.stringify(engine.run(REFERENCE, { seed: 7 })), a);
