@@ -684,6 +684,22 @@ impl Faults for StepWorld {
             action,
             format!("{worker} sends with key {key:?}: {}", send_text(&answer)),
         );
+        // The story tells what the caller could not see: whether a text went out.
+        let truth = match s.provider.log().last() {
+            Some(super::provider::Entry::Effect { message_id, .. }) => {
+                format!("the provider texted the customer: {message_id}")
+            }
+            Some(super::provider::Entry::Replay { .. }) => {
+                "the provider knew the key: no new text".to_string()
+            }
+            Some(super::provider::Entry::Send { reached: false, .. }) => {
+                "the request never reached the provider".to_string()
+            }
+            _ => String::new(),
+        };
+        if !truth.is_empty() && !matches!(s.rule, Rule::Script(_)) {
+            s.note(action, format!("  ({truth})"));
+        }
         if s.kill(KillKind::RequestOnTheWire) {
             s.note(
                 action,
