@@ -270,3 +270,23 @@ test('the lab sends the headers embedding needs', LIMIT, async () => {
   const wasm = await fetch(`${lab.url}pkg/labs/deliver-once/delivery_lab_bg.wasm`);
   assert.equal(wasm.headers.get('cross-origin-resource-policy'), 'same-origin');
 });
+
+test('the courier lab embeds the same way: <delivery-lab lab="courier"> on another origin runs and scores', LIMIT, async () => {
+  const { ctx, page } = await openCourse();
+  try {
+    const courierRef = fs.readFileSync(new URL('../../src/courier/reference.py', import.meta.url), 'utf8');
+    const { ready, result } = await page.evaluate(async (code) => {
+      const el = document.createElement('delivery-lab');
+      el.setAttribute('lab', 'courier');
+      document.body.append(el);
+      const ready = await el.ready;
+      await el.setCode(code);
+      return { ready, result: await el.run() };
+    }, courierRef);
+    assert.equal(ready.lab, 'courier');
+    assert.equal(result.allPassed, true, JSON.stringify(result).slice(0, 500));
+    assert.equal(result.total, 30);
+  } finally {
+    await ctx.close();
+  }
+});
