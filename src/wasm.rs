@@ -535,6 +535,10 @@ mod courier_host {
             let v = self.raw(op, &args, None)?;
             match (v.get("ok"), v.get("error")) {
                 (Some(ok), None) => Ok(ok.clone()),
+                // The limit can land while the host works for the lab.
+                (None, Some(e)) if e.get("kind").and_then(|k| k.as_str()) == Some("timeout") => {
+                    Err(format!("{op}: the run reached its time limit"))
+                }
                 (None, Some(e)) => Err(format!(
                     "{op}: {}",
                     e.get("message")

@@ -234,23 +234,53 @@ pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
 /// Runs every test against the learner's host and reports. A learner error is
 /// confined to its test; a run past the time limit stops the system runs.
 pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
-    let mut tests: Vec<TestReport> = cases()
-        .iter()
-        .map(|c| run_case(host, c).for_audience(audience))
-        .collect();
+    let not_run = |name: &str, kind: TestKind| TestReport {
+        name: name.into(),
+        kind,
+        status: TestStatus::Timeout,
+        points: 0,
+        max_points: 1,
+        rule: None,
+        message: Some("Not run: the run had already reached its time limit.".into()),
+        expected: None,
+        actual: None,
+        trace: Vec::new(),
+        output: None,
+    };
+    let mut tests: Vec<TestReport> = Vec::new();
+    let mut stopped = false;
+    for case in cases() {
+        let t = if stopped {
+            not_run(case.name, case.kind)
+        } else {
+            run_case(host, &case)
+        };
+        stopped |= t.status == TestStatus::Timeout;
+        tests.push(t.for_audience(audience));
+    }
+    if stopped {
+        tests.push(not_run(CHAOS_TEST, TestKind::Example));
+        tests.push(not_run(FAIRNESS_TEST, TestKind::Example));
+        return Report::new(ID, seed, INFO.xp, tests);
+    }
     // The system runs' prints are not shown: thousands of steps print.
     host.take_output();
     let chaos = chaos_run(host, &ChaosPlan::full(seed));
     host.take_output();
     match chaos {
         Ok(r) => tests.push(system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed))),
-        Err(e) => {
+        Err(e) if e.contains("limit") => {
             let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
-            if e.contains("limit") {
-                t.status = TestStatus::Timeout;
-            }
+            t.status = TestStatus::Timeout;
             tests.push(t);
+            tests.push(not_run(FAIRNESS_TEST, TestKind::Example));
+            return Report::new(ID, seed, INFO.xp, tests);
         }
+        Err(e) => tests.push(system_test(
+            CHAOS_TEST,
+            false,
+            format!("The chaos run stopped: {e}"),
+        )),
     }
     let plan = FairPlan::full(seed);
     let yours = fairness_run(host, &plan);
@@ -259,10 +289,10 @@ pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
         &mut reference::RefHost::new(Some(reference::Mistake::FifoClaim)),
         &plan,
     );
-    tests.push(system_test(
-        FAIRNESS_TEST,
-        yours.passed(),
-        fairness_text(&yours, &fifo),
-    ));
+    let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness_text(&yours, &fifo));
+    if yours.error.as_deref().is_some_and(|e| e.contains("limit")) {
+        t.status = TestStatus::Timeout;
+    }
+    tests.push(t);
     Report::new(ID, seed, INFO.xp, tests)
 }

@@ -114,6 +114,16 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
     };
     let world = StepWorld::scripted(script, now_ms, &worker);
     let returned = host.call(&case.call, &world);
+    if let Err(LearnerError::Timeout { .. }) = returned {
+        // The host answers nothing more once the limit is reached.
+        return Ok(Outcome {
+            returned,
+            killed: false,
+            provider: Vec::new(),
+            statements: 0,
+            after: Tables::default(),
+        });
+    }
     let killed = world.killed().is_some();
     if killed {
         host.kill(&worker);
@@ -324,7 +334,11 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g)) => (w, g),
         (Err(e), _) | (_, Err(e)) => {
-            report.status = TestStatus::Error;
+            report.status = if e.contains("time limit") {
+                TestStatus::Timeout
+            } else {
+                TestStatus::Error
+            };
             report.points = 0;
             report.message = Some(format!("The lab could not set this test up: {e}"));
             return report;

@@ -122,6 +122,18 @@ test('a step that returns with its transaction open is told so, and rolled back'
   assert.match(t.message, /transaction still open/);
 });
 
+test('the time limit (a KeyboardInterrupt) ends the run as timed out, and the next run is unaffected', () => {
+  const r = engine.run(REFERENCE.replace('def claim(db, worker, now_ms, cfg):\n', 'def claim(db, worker, now_ms, cfg):\n    raise KeyboardInterrupt\n'));
+  assert.equal(r.status, 'fail');
+  const first = r.tests.find((t) => t.name === 'claim serves the store that waited longest');
+  assert.equal(first.status, 'timeout');
+  assert.match(first.message, /20 s limit/);
+  // Every test after it is reported as not run, the system runs included.
+  const after = r.tests.slice(r.tests.indexOf(first) + 1);
+  assert.ok(after.length > 20 && after.every((t) => t.status === 'timeout'), after.map((t) => t.status).join());
+  assert.equal(engine.run(REFERENCE).status, 'pass');
+});
+
 test('a syntax error and a missing piece are reported, not crashed on', () => {
   const syntax = engine.run('def claim(db, worker, now_ms, cfg)\n    return None\n');
   assert.equal(syntax.status, 'error');
