@@ -83,3 +83,15 @@ test('the starter fails, and the chaos run shows its rows and a failing action',
   await page.locator('[data-test^="chaos run"]').screenshot({ path: '/tmp/delivery-lab-courier-chaos.png' });
   await page.locator('[data-test^="fairness run"]').screenshot({ path: '/tmp/delivery-lab-courier-fairness.png' });
 });
+
+test('an endless loop in a piece is stopped at the 20 s limit, and the next run passes', LIMIT, async () => {
+  const endless = REFERENCE.replace('def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n',
+    'def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n    while True:\n        pass\n');
+  assert.notEqual(endless, REFERENCE);
+  const t0 = Date.now();
+  const report = await run(endless);
+  const s = (Date.now() - t0) / 1000;
+  assert.ok(s < 30, `stopped after ${s} s`);
+  assert.ok(report.tests.some((t) => t.status === 'timeout'), report.tests.map((t) => t.status).join());
+  assert.equal((await run(REFERENCE)).status, 'pass');
+});
