@@ -83,6 +83,28 @@ pub struct TestReport {
 }
 
 impl TestReport {
+    /// A one-point test with this outcome and nothing else to show yet.
+    pub fn new(
+        name: impl Into<String>,
+        kind: TestKind,
+        status: TestStatus,
+        message: Option<String>,
+    ) -> TestReport {
+        TestReport {
+            name: name.into(),
+            kind,
+            status,
+            points: u32::from(status == TestStatus::Pass),
+            max_points: 1,
+            rule: None,
+            message,
+            expected: None,
+            actual: None,
+            trace: Vec::new(),
+            output: None,
+        }
+    }
+
     /// A test's result as the audience may see it: a hidden test shows a learner its
     /// name and status only.
     pub fn for_audience(mut self, audience: Audience) -> Self {
@@ -206,18 +228,9 @@ impl Report {
     ) -> Report {
         let tests = tests
             .into_iter()
-            .map(|(name, kind)| TestReport {
-                name,
-                kind,
-                status,
-                points: 0,
-                max_points: 1,
-                rule: None,
-                message: (kind == TestKind::Example).then(|| message.to_string()),
-                expected: None,
-                actual: None,
-                trace: Vec::new(),
-                output: None,
+            .map(|(name, kind)| {
+                let shown = (kind == TestKind::Example).then(|| message.to_string());
+                TestReport::new(name, kind, status, shown)
             })
             .collect();
         let mut report = Report::new(lab, seed, 0, tests);

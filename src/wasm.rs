@@ -126,6 +126,15 @@ extern "C" {
     fn message(this: &Thrown) -> Result<JsValue, JsValue>;
 }
 
+/// What the learner printed since the last call: `take_output` is optional on the
+/// JS side, and one that throws only loses the output.
+fn take_output(solution: &SolutionObject) -> Option<String> {
+    if !solution.take_output_prop().is_ok_and(|f| f.is_function()) {
+        return None;
+    }
+    solution.take_output_call().ok()?.as_string()
+}
+
 /// `TypeError: x is not a function` for an Error, the text for a thrown string.
 fn describe_thrown(e: &JsValue) -> String {
     if let Some(s) = e.as_string() {
@@ -435,10 +444,7 @@ mod deliver_once_host {
 
         /// Optional on the JS side; a throwing `take_output` only loses the output.
         fn take_output(&mut self) -> Option<String> {
-            if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
-                return None;
-            }
-            self.0.take_output_call().ok()?.as_string()
+            take_output(&self.0)
         }
     }
 }
@@ -607,10 +613,7 @@ mod courier_host {
 
         /// Optional on the JS side; a throwing `take_output` only loses the output.
         fn take_output(&mut self) -> Option<String> {
-            if !self.0.take_output_prop().is_ok_and(|f| f.is_function()) {
-                return None;
-            }
-            self.0.take_output_call().ok()?.as_string()
+            take_output(&self.0)
         }
     }
 }

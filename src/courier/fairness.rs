@@ -4,9 +4,8 @@
 //! equal. Sized at about 40% busy so that the noisy store's extra 9% of traffic
 //! barely moves the queue by itself: what moves p95 is the scheduler.
 
-use super::sim::{action_row, store_name, Call, Config, Host, StepWorld};
+use super::sim::{action_row, read_claim, store_name, Call, Config, Host, StepWorld};
 use crate::rng::SeededRng;
-use crate::value::Value;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -165,20 +164,8 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
             worker: format!("w{w}"),
             now_ms,
         };
-        match host.call(&call, &calm) {
-            Ok(Value::None) => Ok(None),
-            Ok(Value::Tuple(t)) if t.len() == 2 => match t[0] {
-                Value::Int(id) if id > 0 => Ok(Some(id as u64)),
-                _ => Err(format!(
-                    "claim returned {}; expected (action_id, epoch) or None",
-                    Value::Tuple(t)
-                )),
-            },
-            Ok(v) => Err(format!(
-                "claim returned {v}; expected (action_id, epoch) or None"
-            )),
-            Err(e) => Err(e.to_string()),
-        }
+        let v = host.call(&call, &calm).map_err(|e| e.to_string())?;
+        Ok(read_claim(&v)?.map(|(id, _)| id))
     };
     while let Some(((t, _), ev)) = events.pop_first() {
         let worker = match ev {

@@ -93,23 +93,12 @@ pub fn cases() -> Vec<UnitCase> {
 }
 
 fn system_test(name: &str, passed: bool, message: String) -> TestReport {
-    TestReport {
-        name: name.into(),
-        kind: TestKind::Example,
-        status: if passed {
-            TestStatus::Pass
-        } else {
-            TestStatus::Fail
-        },
-        points: u32::from(passed),
-        max_points: 1,
-        rule: None,
-        message: Some(message),
-        expected: None,
-        actual: None,
-        trace: Vec::new(),
-        output: None,
-    }
+    let status = if passed {
+        TestStatus::Pass
+    } else {
+        TestStatus::Fail
+    };
+    TestReport::new(name, TestKind::Example, status, Some(message))
 }
 
 fn row(label: &str, value: String, must: &str, ok: bool) -> String {
@@ -234,18 +223,9 @@ pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
 /// Runs every test against the learner's host and reports. A learner error is
 /// confined to its test; a run past the time limit stops the system runs.
 pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
-    let not_run = |name: &str, kind: TestKind| TestReport {
-        name: name.into(),
-        kind,
-        status: TestStatus::Timeout,
-        points: 0,
-        max_points: 1,
-        rule: None,
-        message: Some("Not run: the run had already reached its time limit.".into()),
-        expected: None,
-        actual: None,
-        trace: Vec::new(),
-        output: None,
+    let not_run = |name: &str, kind: TestKind| {
+        let why = "Not run: the run had already reached its time limit.";
+        TestReport::new(name, kind, TestStatus::Timeout, Some(why.into()))
     };
     let mut tests: Vec<TestReport> = Vec::new();
     let mut stopped = false;

@@ -342,32 +342,57 @@ pub struct ChaosTally {
     pub resends_without_lookup: usize,
 }
 
-pub fn tally(log: &[Entry], actions: impl IntoIterator<Item = u64>) -> ChaosTally {
-    let mut effects: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut keys: BTreeMap<String, u64> = BTreeMap::new();
+/// What the provider's log says of one action.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ActionLog {
+    /// Messages that actually went out.
+    pub effects: usize,
+    /// Sends after an earlier send of it with no lookup in between.
+    pub resends_without_lookup: usize,
+}
+
+/// The log read per action (lookups are attributed through the keys sent so far).
+pub fn per_action(log: &[Entry]) -> BTreeMap<u64, ActionLog> {
+    let mut out: BTreeMap<u64, ActionLog> = BTreeMap::new();
+    let mut keys: BTreeMap<&str, u64> = BTreeMap::new();
     // Per action: whether a send happened since the last lookup.
     let mut sent_since_lookup: BTreeMap<u64, bool> = BTreeMap::new();
-    let mut t = ChaosTally::default();
     for e in log {
         match e {
-            Entry::Effect { action, .. } => *effects.entry(*action).or_default() += 1,
+            Entry::Effect { action, .. } => out.entry(*action).or_default().effects += 1,
             Entry::Send { action, key, .. } => {
-                keys.insert(key.clone(), *action);
+                keys.insert(key, *action);
                 if sent_since_lookup.insert(*action, true) == Some(true) {
-                    t.resends_without_lookup += 1;
+                    out.entry(*action).or_default().resends_without_lookup += 1;
                 }
             }
             Entry::Lookup { key, .. } => {
-                if let Some(action) = keys.get(key) {
+                if let Some(action) = keys.get(key.as_str()) {
                     sent_since_lookup.insert(*action, false);
                 }
             }
             Entry::Replay { .. } | Entry::WebhookOut { .. } => {}
         }
     }
+    out
+}
+
+pub fn tally(log: &[Entry], actions: impl IntoIterator<Item = u64>) -> ChaosTally {
+    tally_of(&per_action(log), actions)
+}
+
+/// The chaos rows from a log already read per action.
+pub fn tally_of(
+    per: &BTreeMap<u64, ActionLog>,
+    actions: impl IntoIterator<Item = u64>,
+) -> ChaosTally {
+    let mut t = ChaosTally {
+        resends_without_lookup: per.values().map(|a| a.resends_without_lookup).sum(),
+        ..ChaosTally::default()
+    };
     for action in actions {
         t.actions += 1;
-        match effects.get(&action).copied().unwrap_or(0) {
+        match per.get(&action).map_or(0, |a| a.effects) {
             0 => t.no_effect += 1,
             1 => t.exactly_one_effect += 1,
             _ => t.more_than_one_effect += 1,

@@ -174,6 +174,17 @@ impl RefHost {
         a.state == "pending" || (a.state == "claimed" && a.lease_until_ms <= now_ms)
     }
 
+    /// A write fenced on (owner, epoch): whether they still hold; if not, the
+    /// transaction is rolled back.
+    fn fence(&mut self, f: &mut dyn Faults, id: u64, worker: &str, epoch: i64) -> R<bool> {
+        self.write(f)?;
+        let held = self.fenced_ok(id, worker, epoch);
+        if !held {
+            self.rollback();
+        }
+        Ok(held)
+    }
+
     fn fenced_ok(&self, id: u64, worker: &str, epoch: i64) -> bool {
         self.actions.get(&id).is_some_and(|a| {
             a.state == "claimed" && a.owner.as_deref() == Some(worker) && a.epoch == epoch
@@ -239,9 +250,8 @@ impl RefHost {
     }
 
     fn write_intent(&mut self, f: &mut dyn Faults, id: u64, worker: &str, epoch: i64) -> R<Value> {
-        self.write(f)?; // the compare-and-set
-        if !self.fenced_ok(id, worker, epoch) {
-            self.rollback();
+        // The compare-and-set on (owner, epoch).
+        if !self.fence(f, id, worker, epoch)? {
             return Ok(Value::None);
         }
         self.write(f)?; // INSERT OR IGNORE INTO outbox
@@ -266,7 +276,7 @@ impl RefHost {
     /// Records a status (and message id) and settles the action, fenced, in one
     /// transaction; `done` or `fenced`. (The piece's own arguments, as in Python.)
     #[allow(clippy::too_many_arguments)]
-    fn settle(
+    fn record_and_settle(
         &mut self,
         f: &mut dyn Faults,
         id: u64,
@@ -284,9 +294,8 @@ impl RefHost {
         }
         let final_status = o.status.clone();
         self.set_outbox(id, o);
-        self.write(f)?; // UPDATE actions SET state = 'dispatched' WHERE fenced
-        if !self.fenced_ok(id, worker, epoch) {
-            self.rollback();
+        // UPDATE actions SET state = 'dispatched' WHERE fenced
+        if !self.fence(f, id, worker, epoch)? {
             return Ok(fenced());
         }
         let mut a = self.actions[&id].clone();
@@ -313,7 +322,7 @@ impl RefHost {
             return Ok(fenced());
         };
         if o.status != "sending" {
-            return self.settle(f, id, worker, epoch, now_ms, &o.status, None);
+            return self.record_and_settle(f, id, worker, epoch, now_ms, &o.status, None);
         }
         let wait = Value::Tuple(vec![
             Value::str("wait"),
@@ -323,7 +332,7 @@ impl RefHost {
         if lookup_first {
             match f.lookup(&o.key).map_err(killed)? {
                 LookupAnswer::Found { message_id, status } => {
-                    return self.settle(
+                    return self.record_and_settle(
                         f,
                         id,
                         worker,
@@ -338,9 +347,7 @@ impl RefHost {
             }
         }
         // Count the attempt before the request leaves, fenced.
-        self.write(f)?;
-        if !self.fenced_ok(id, worker, epoch) {
-            self.rollback();
+        if !self.fence(f, id, worker, epoch)? {
             return Ok(fenced());
         }
         let key = if self.mistake == Some(Mistake::NewKeyOnResend) {
@@ -362,10 +369,10 @@ impl RefHost {
             .map(|o| o.attempts);
         match f.send(&key, &a.phone, &a.body, committed).map_err(killed)? {
             SendAnswer::Accepted { message_id } => {
-                self.settle(f, id, worker, epoch, now_ms, "accepted", Some(message_id))
+                self.record_and_settle(f, id, worker, epoch, now_ms, "accepted", Some(message_id))
             }
             SendAnswer::Timeout if self.mistake == Some(Mistake::TimeoutIsFailure) => {
-                self.settle(f, id, worker, epoch, now_ms, "failed", None)
+                self.record_and_settle(f, id, worker, epoch, now_ms, "failed", None)
             }
             SendAnswer::Timeout => Ok(wait),
         }
@@ -416,9 +423,7 @@ impl RefHost {
         if self.mistake == Some(Mistake::NoHeartbeat) {
             return Ok(Value::Bool(true));
         }
-        self.write(f)?;
-        if !self.fenced_ok(id, worker, epoch) {
-            self.rollback();
+        if !self.fence(f, id, worker, epoch)? {
             return Ok(Value::Bool(false));
         }
         let mut a = self.actions[&id].clone();

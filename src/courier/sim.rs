@@ -9,7 +9,7 @@
 //! three trusted calls (`reset`, `enqueue`, `settle`, plus `outbox` to read the end).
 
 use super::provider::{
-    tally, ChaosTally, LookupAnswer, Provider, Rates, SendAnswer, Status, Timing, Webhook,
+    tally_of, ChaosTally, LookupAnswer, Provider, Rates, SendAnswer, Status, Timing, Webhook,
 };
 use crate::rng::SeededRng;
 use crate::value::{LearnerError, Value};
@@ -279,19 +279,13 @@ pub trait Host {
 /// Where a worker was killed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+// The order is the order of `ChaosPlan::kills` (the enum's index is the slot).
 pub enum KillKind {
     MidTransaction,
     BetweenCommitAndSend,
     RequestOnTheWire,
     FrozenPastLease,
 }
-
-const KILL_KINDS: [KillKind; 4] = [
-    KillKind::MidTransaction,
-    KillKind::BetweenCommitAndSend,
-    KillKind::RequestOnTheWire,
-    KillKind::FrozenPastLease,
-];
 
 /// The chaos run's size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -302,7 +296,7 @@ pub struct ChaosPlan {
     pub workers: u64,
     /// Arrivals are spread over this much lab time.
     pub arrivals_ms: u64,
-    /// Kills per kind, in `KILL_KINDS` order (200 in all by default).
+    /// Kills per kind, in `KillKind` order (200 in all by default).
     pub kills: [u64; 4],
     /// Workers frozen past their lease that later resume (zombies).
     pub zombies: u64,
@@ -572,13 +566,12 @@ struct Quota {
 
 impl Quota {
     fn allowed(&self, kind: KillKind, now_ms: u64) -> bool {
-        let i = KILL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+        let i = kind as usize;
         let due = self.kills[i] * (now_ms.min(self.arrivals_ms) + 1) / self.arrivals_ms.max(1);
         self.done[i] < due.min(self.kills[i])
     }
     fn take(&mut self, kind: KillKind) {
-        let i = KILL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
-        self.done[i] += 1;
+        self.done[kind as usize] += 1;
     }
 }
 
@@ -794,20 +787,26 @@ enum Step {
     Nothing,
 }
 
-fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
-    let int = |v: &Value| match v {
-        Value::Int(i) => Some(*i),
-        _ => None,
-    };
-    match call {
-        Call::Claim { .. } => match v {
-            Value::None => Ok(Step::Claimed(None)),
-            Value::Tuple(t) if t.len() == 2 => match (int(&t[0]), int(&t[1])) {
-                (Some(id), Some(epoch)) if id > 0 => Ok(Step::Claimed(Some((id as u64, epoch)))),
-                _ => Err(format!("claim returned {v}; expected (action_id, epoch), two ints, or None")),
-            },
-            _ => Err(format!("claim returned {v}; expected (action_id, epoch) or None")),
+/// What `claim` returned, checked against its contract (the chaos and fairness
+/// runs both read it here).
+pub(super) fn read_claim(v: &Value) -> Result<Option<(u64, i64)>, String> {
+    match v {
+        Value::None => Ok(None),
+        Value::Tuple(t) if t.len() == 2 => match (&t[0], &t[1]) {
+            (Value::Int(id), Value::Int(epoch)) if *id > 0 => Ok(Some((*id as u64, *epoch))),
+            _ => Err(format!(
+                "claim returned {v}; expected (action_id, epoch), two ints, or None"
+            )),
         },
+        _ => Err(format!(
+            "claim returned {v}; expected (action_id, epoch) or None"
+        )),
+    }
+}
+
+fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
+    match call {
+        Call::Claim { .. } => read_claim(v).map(Step::Claimed),
         Call::WriteIntent { .. } => match v {
             Value::None => Ok(Step::Intent(None)),
             Value::Str(k) => Ok(Step::Intent(Some(k.clone()))),
@@ -1351,7 +1350,8 @@ impl<'h> Chaos<'h> {
         let actions: Vec<u64> = (1..=self.plan.actions).collect();
         let world = self.world.0.clone();
         let world = world.borrow();
-        self.report.tally = tally(world.provider.log(), actions.iter().copied());
+        let per_action = super::provider::per_action(world.provider.log());
+        self.report.tally = tally_of(&per_action, actions.iter().copied());
         let finals = world.provider.final_statuses();
         let outbox: BTreeMap<u64, String> = self
             .host
@@ -1360,36 +1360,16 @@ impl<'h> Chaos<'h> {
             .into_iter()
             .map(|o| (o.action_id, o.status))
             .collect();
-        let mut effects: BTreeMap<u64, usize> = BTreeMap::new();
-        let mut since_lookup: BTreeMap<u64, bool> = BTreeMap::new();
-        let mut bad_resend: BTreeMap<u64, bool> = BTreeMap::new();
-        for e in world.provider.log() {
-            match e {
-                super::provider::Entry::Effect { action, .. } => {
-                    *effects.entry(*action).or_default() += 1
-                }
-                super::provider::Entry::Send { action, .. }
-                    if since_lookup.insert(*action, true) == Some(true) =>
-                {
-                    bad_resend.insert(*action, true);
-                }
-                super::provider::Entry::Lookup { key, .. } => {
-                    if let Some(a) = world.action_of_key.get(key) {
-                        since_lookup.insert(*a, false);
-                    }
-                }
-                _ => {}
-            }
-        }
         let mut failing = Vec::new();
         for a in &actions {
             let mut why = Vec::new();
-            match effects.get(a).copied().unwrap_or(0) {
+            let log = per_action.get(a).copied().unwrap_or_default();
+            match log.effects {
                 0 => why.push("no message went out".to_string()),
                 1 => {}
                 n => why.push(format!("{n} messages went out")),
             }
-            if bad_resend.contains_key(a) {
+            if log.resends_without_lookup > 0 {
                 why.push("sent again with no lookup since the previous send".to_string());
             }
             if let Some(f) = finals.get(a) {
@@ -1421,14 +1401,7 @@ impl<'h> Chaos<'h> {
             self.report.stories.insert(*a, lines);
         }
         self.report.failing = failing;
-        self.report.kills.entry("total".into()).or_default();
-        let total: u64 = self
-            .report
-            .kills
-            .iter()
-            .filter(|(k, _)| *k != "total")
-            .map(|(_, v)| v)
-            .sum();
+        let total: u64 = self.report.kills.values().sum();
         self.report.kills.insert("total".into(), total);
         Ok(self.report)
     }

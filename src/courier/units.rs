@@ -318,19 +318,8 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
     learner.take_output();
     let got = play(learner, case);
     let output = learner.take_output().filter(|o| !o.is_empty());
-    let mut report = TestReport {
-        name: case.name.into(),
-        kind: case.kind,
-        status: TestStatus::Pass,
-        points: 1,
-        max_points: 1,
-        rule: None,
-        message: None,
-        expected: None,
-        actual: None,
-        trace: Vec::new(),
-        output,
-    };
+    let mut report = TestReport::new(case.name, case.kind, TestStatus::Pass, None);
+    report.output = output;
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g)) => (w, g),
         (Err(e), _) | (_, Err(e)) => {

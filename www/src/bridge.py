@@ -709,16 +709,16 @@ class CourierProvider:
             row = _courier.admin.execute(
                 "SELECT attempts FROM outbox WHERE idem_key = ?", (key,)).fetchone()
             committed = None if row is None else row[0]
-        answer = json.loads(self._live("provider").send(key, phone, body, committed))
-        if answer.get("answer") == "killed":
-            self._conn.rollback()
-            raise WorkerKilled()
-        return answer
+        return self._answer(self._live("provider").send(key, phone, body, committed))
 
     def lookup(self, key):
         if not isinstance(key, str):
             raise TypeError(f"provider.lookup: key must be a str, not {_type(key)}")
-        answer = json.loads(self._live("provider").lookup(key))
+        return self._answer(self._live("provider").lookup(key))
+
+    def _answer(self, text):
+        # The world's answer as a dict, or the worker's end: killed at this call.
+        answer = json.loads(text)
         if answer.get("answer") == "killed":
             self._conn.rollback()
             raise WorkerKilled()

@@ -7,6 +7,7 @@ import { createEditor, createViewer, highlightPython } from './editor.js';
 import { Runner } from './runner.js';
 import { renderReport, h } from './results.js';
 import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes } from './offline.js';
+import { loadLabGrader } from './grader_module.js';
 
 // ?embed: the compact layout for a host page's iframe, talking to the host by
 // postMessage (www/EMBED.md); ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…]
@@ -413,23 +414,8 @@ function renderInstructions(md) {
   }
 }
 
-// Each lab has a grader module of its own (pkg/labs/ID/, scripts/build-wasm.sh):
-// the page loads only its lab's.
-function labPackage(labId, base) {
-  if (!/^[a-z0-9-]+$/.test(labId)) return null;
-  return { js: new URL(`pkg/labs/${labId}/delivery_lab.js`, base).href, wasm: new URL(`pkg/labs/${labId}/delivery_lab_bg.wasm`, base) };
-}
-
-async function loadGraderModule() {
-  const at = labPackage(LAB_ID, location.href);
-  if (!at) throw new Error(`there is no lab "${LAB_ID}" here`);
-  const pkg = await import(at.js);
-  await pkg.default({ module_or_path: at.wasm });
-  return pkg;
-}
-
 async function boot() {
-  const graderLoaded = loadGraderModule();
+  const graderLoaded = loadLabGrader(LAB_ID, location.href);
   graderLoaded.catch(() => {}); // reported below, with the labs this build has
   const build = await fetch('build.json').then((r) => r.json());
   state.build = build;

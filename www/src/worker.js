@@ -14,6 +14,7 @@
 //   {type:'failed', text}                    loading failed (the page says so)
 import bridgeSource from './bridge.py';
 import { createEngine, LAB_ID } from './engine.mjs';
+import { loadLabGrader } from './grader_module.js';
 
 const here = (p) => new URL(p, import.meta.url).href;
 const post = (m) => self.postMessage(m);
@@ -26,10 +27,7 @@ let engineReady = null; // Promise<engine>
 let Grader = null; // the class from this lab's grader module (pkg/labs/ID/)
 
 async function loadGrader() {
-  if (!/^[a-z0-9-]+$/.test(labId)) throw new Error(`there is no lab "${labId}" here`);
-  const pkg = await import(here(`pkg/labs/${labId}/delivery_lab.js`));
-  await pkg.default({ module_or_path: here(`pkg/labs/${labId}/delivery_lab_bg.wasm`) });
-  Grader = pkg.Grader;
+  ({ Grader } = await loadLabGrader(labId, import.meta.url));
   return new Grader();
 }
 
