@@ -82,7 +82,44 @@ pub struct TestReport {
     pub output: Option<String>,
 }
 
+/// The most characters one field of a test (message, expected, actual, output, a
+/// trace line) or a report's own message carries; longer text is cut and marked. A
+/// learner's code decides much of that text (what it raises, prints and returns),
+/// so every report stays small whatever the code does: a JSON line of the grading
+/// CLI holds at most the example tests' messages.
+pub const FIELD_CAP_CHARS: usize = 4096;
+/// The most steps a test's trace keeps (its first ones: where it went wrong).
+pub const TRACE_CAP_STEPS: usize = 40;
+/// The most events one step of a trace keeps.
+pub const EVENTS_CAP: usize = 40;
+
+fn cap_field(s: &mut Option<String>) {
+    if let Some(text) = s {
+        if text.chars().nth(FIELD_CAP_CHARS).is_some() {
+            *text = cap_chars(text, FIELD_CAP_CHARS);
+        }
+    }
+}
+
 impl TestReport {
+    /// This test with every field within its cap (see `FIELD_CAP_CHARS`).
+    fn capped(mut self) -> Self {
+        cap_field(&mut self.message);
+        cap_field(&mut self.expected);
+        cap_field(&mut self.actual);
+        cap_field(&mut self.output);
+        self.trace.truncate(TRACE_CAP_STEPS);
+        for step in &mut self.trace {
+            step.call = cap_chars(&step.call, FIELD_CAP_CHARS / 8);
+            cap_field(&mut step.returned);
+            step.events.truncate(EVENTS_CAP);
+            for e in &mut step.events {
+                e.text = cap_chars(&e.text, FIELD_CAP_CHARS / 8);
+            }
+        }
+        self
+    }
+
     /// A one-point test with this outcome and nothing else to show yet.
     pub fn new(
         name: impl Into<String>,
@@ -154,6 +191,8 @@ pub fn replay_command(lab: &str, seed: u64) -> String {
 
 impl Report {
     pub fn new(lab: &str, seed: u64, xp_on_pass: u32, tests: Vec<TestReport>) -> Report {
+        // Every report is made here, so this is the one place its size is bounded.
+        let tests: Vec<TestReport> = tests.into_iter().map(TestReport::capped).collect();
         let tally = |kind: Option<TestKind>| {
             let of_kind = tests.iter().filter(|t| kind.is_none_or(|k| t.kind == k));
             Tally {
@@ -226,6 +265,7 @@ impl Report {
         status: TestStatus,
         run_status: RunStatus,
     ) -> Report {
+        let message = &cap_chars(message, FIELD_CAP_CHARS);
         let tests = tests
             .into_iter()
             .map(|(name, kind)| {
@@ -401,6 +441,6 @@ fn hidden_note(t: &TestReport) -> String {
 pub fn cap_chars(s: &str, n: usize) -> String {
     match s.char_indices().nth(n) {
         None => s.to_string(),
-        Some((i, _)) => format!("{}\n[output cut at {n} characters]", &s[..i]),
+        Some((i, _)) => format!("{}\n[cut at {n} characters]", &s[..i]),
     }
 }

@@ -237,27 +237,26 @@ impl Grader {
         seed: Option<u32>,
         format: Option<String>,
     ) -> Result<String, JsError> {
-        let lab = find_lab(lab_id)?;
-        let has_call = !solution.is_null()
-            && !solution.is_undefined()
-            && solution.call_prop().is_ok_and(|f| f.is_function());
-        if !has_call {
-            return Err(js_error(
-                "grade() needs a solution object with a call(fn_name, args_json, world) method",
-            ));
+        render(&grade_report(lab_id, solution, seed)?, format)
+    }
+
+    /// Grades `solution` once and renders the report in each of `formats`: JSON of
+    /// `{format: text}`. The grading CLI asks for several formats of one run, which
+    /// cannot be run twice (its learner code lives in a sandbox that is gone after it).
+    pub fn grade_formats(
+        &self,
+        lab_id: &str,
+        solution: SolutionObject,
+        seed: Option<u32>,
+        formats: Vec<String>,
+    ) -> Result<String, JsError> {
+        let report = grade_report(lab_id, solution, seed)?;
+        let mut out = serde_json::Map::new();
+        for f in formats {
+            let text = render(&report, Some(f.clone()))?;
+            out.insert(f, serde_json::Value::String(text));
         }
-        let seed = seed_or_default(seed);
-        // `Lab` has no `grade`: each lab's `Solution` trait is its own.
-        let report = match lab.info().id {
-            #[cfg(feature = "deliver-once")]
-            deliver_once::ID => {
-                deliver_once::grade(&mut JsSolution(solution), seed, Audience::Learner)
-            }
-            #[cfg(feature = "courier")]
-            courier::ID => courier::grade(&mut JsCourierHost(solution), seed, Audience::Learner),
-            id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
-        };
-        render(&report, format)
+        to_json(&out)
     }
 
     /// The report for code that could not be graded at all (e.g. a syntax error).
@@ -289,6 +288,32 @@ impl Grader {
             format,
         )
     }
+}
+
+/// Runs every test of the lab against `solution` (the learner's audience).
+fn grade_report(
+    lab_id: &str,
+    solution: SolutionObject,
+    seed: Option<u32>,
+) -> Result<Report, JsError> {
+    let lab = find_lab(lab_id)?;
+    let has_call = !solution.is_null()
+        && !solution.is_undefined()
+        && solution.call_prop().is_ok_and(|f| f.is_function());
+    if !has_call {
+        return Err(js_error(
+            "grade() needs a solution object with a call(fn_name, args_json, world) method",
+        ));
+    }
+    let seed = seed_or_default(seed);
+    // `Lab` has no `grade`: each lab's `Solution` trait is its own.
+    Ok(match lab.info().id {
+        #[cfg(feature = "deliver-once")]
+        deliver_once::ID => deliver_once::grade(&mut JsSolution(solution), seed, Audience::Learner),
+        #[cfg(feature = "courier")]
+        courier::ID => courier::grade(&mut JsCourierHost(solution), seed, Audience::Learner),
+        id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
+    })
 }
 
 /// The first lab's boundary: its world and its solution adapter.
@@ -482,6 +507,12 @@ mod courier_host {
                 Fault::DbDown => "db-down",
             }
             .into())
+        }
+
+        /// Whether statements may run without asking until the next provider call
+        /// (`StepWorld::statements_free`); they are handed to `statement` afterwards.
+        pub fn statements_free(&self) -> Result<bool, JsError> {
+            Ok(self.live()?.statements_free())
         }
 
         /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or

@@ -221,47 +221,66 @@ pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
 }
 
 /// Runs every test against the learner's host and reports. A learner error is
-/// confined to its test; a run past the time limit stops the system runs.
+/// confined to its test; a run past the time limit stops every test after it.
+///
+/// The order they run in: the example units, the two system runs, then the hidden
+/// units. A learner's code sees a hidden case's inputs when it runs, and whatever
+/// it prints or raises can end up in a shown message; running the hidden units last
+/// means every shown test is final before that. The report lists them in the lab's
+/// order (units, then the system runs).
 pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
-    let not_run = |name: &str, kind: TestKind| {
-        let why = "Not run: the run had already reached its time limit.";
-        TestReport::new(name, kind, TestStatus::Timeout, Some(why.into()))
-    };
-    let mut tests: Vec<TestReport> = Vec::new();
+    let (examples, hidden): (Vec<_>, Vec<_>) = cases()
+        .into_iter()
+        .partition(|c| c.kind == TestKind::Example);
     let mut stopped = false;
-    for case in cases() {
-        let t = if stopped {
-            not_run(case.name, case.kind)
-        } else {
-            run_case(host, &case)
-        };
-        stopped |= t.status == TestStatus::Timeout;
-        tests.push(t.for_audience(audience));
-    }
-    if stopped {
-        tests.push(not_run(CHAOS_TEST, TestKind::Example));
-        tests.push(not_run(FAIRNESS_TEST, TestKind::Example));
-        return Report::new(ID, seed, INFO.xp, tests);
-    }
+    let units = |host: &mut dyn Host, cases: Vec<UnitCase>, stopped: &mut bool| {
+        let mut out = Vec::new();
+        for case in cases {
+            let t = if *stopped {
+                not_run(case.name, case.kind)
+            } else {
+                run_case(host, &case)
+            };
+            *stopped |= t.status == TestStatus::Timeout;
+            out.push(t.for_audience(audience));
+        }
+        out
+    };
+    let mut tests = units(host, examples, &mut stopped);
+    let system = if stopped {
+        [
+            not_run(CHAOS_TEST, TestKind::Example),
+            not_run(FAIRNESS_TEST, TestKind::Example),
+        ]
+    } else {
+        system_runs(host, seed, &mut stopped)
+    };
+    tests.extend(units(host, hidden, &mut stopped));
+    tests.extend(system);
+    Report::new(ID, seed, INFO.xp, tests)
+}
+
+fn not_run(name: &str, kind: TestKind) -> TestReport {
+    let why = "Not run: the run had already reached its time limit.";
+    TestReport::new(name, kind, TestStatus::Timeout, Some(why.into()))
+}
+
+/// The chaos run and the fairness run; `stopped` when one reached the time limit.
+fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestReport; 2] {
     // The system runs' prints are not shown: thousands of steps print.
     host.take_output();
     let chaos = chaos_run(host, &ChaosPlan::full(seed));
     host.take_output();
-    match chaos {
-        Ok(r) => tests.push(system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed))),
+    let chaos = match chaos {
+        Ok(r) => system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed)),
         Err(e) if e.contains("limit") => {
             let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
             t.status = TestStatus::Timeout;
-            tests.push(t);
-            tests.push(not_run(FAIRNESS_TEST, TestKind::Example));
-            return Report::new(ID, seed, INFO.xp, tests);
+            *stopped = true;
+            return [t, not_run(FAIRNESS_TEST, TestKind::Example)];
         }
-        Err(e) => tests.push(system_test(
-            CHAOS_TEST,
-            false,
-            format!("The chaos run stopped: {e}"),
-        )),
-    }
+        Err(e) => system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}")),
+    };
     let plan = FairPlan::full(seed);
     let yours = fairness_run(host, &plan);
     host.take_output();
@@ -272,7 +291,7 @@ pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
     let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness_text(&yours, &fifo));
     if yours.error.as_deref().is_some_and(|e| e.contains("limit")) {
         t.status = TestStatus::Timeout;
+        *stopped = true;
     }
-    tests.push(t);
-    Report::new(ID, seed, INFO.xp, tests)
+    [chaos, t]
 }

@@ -1,8 +1,10 @@
 // The grading CLI's benchmark: 50 mixed submissions (correct, wrong, mutants,
-// errors, prints), graded through the pool (sandboxes, snapshot restores,
-// transcript replay: everything the CLI does) with --jobs 1 and --jobs 2.
-// Prints submissions per second, per-submission latency p50/p95 (the sandbox's
-// run plus the replay, from hand-out to report) and peak memory.
+// errors, prints), graded through the pool (a fresh sandbox per submission, the
+// grader outside it: everything the CLI does) with --jobs 1 and --jobs 2, beside
+// the anchor: a CPython + pytest grader of lab 1, one process per file, on the
+// same files. Prints submissions per second (and per core), latency p50/p95 (from
+// hand-over to report), peak memory, and the CPU of one submission split into the
+// sandbox's start (a fresh Node, Pyodide restored), its run, and the coordinator.
 // Run: node cli/bench.mjs [--n 50]   (./lab bench runs it after www/bench.mjs)
 import fs from 'node:fs';
 import os from 'node:os';
@@ -62,8 +64,30 @@ for (const jobs of [1, 2]) {
   await pool.close();
   const lat = lines.filter((l) => l.duration_ms > 0).map((l) => l.duration_ms);
   const counts = lines.reduce((m, l) => ({ ...m, [l.status]: (m[l.status] || 0) + 1 }), {});
-  console.log(`--jobs ${jobs}: ${(N / wall).toFixed(1)} submissions/s (${(N / wall / jobs).toFixed(1)} per sandbox), `
+  const st = pool.stats;
+  const perSub = (ms, n) => (n ? (ms / n).toFixed(0) : '?');
+  console.log(`--jobs ${jobs}: ${(N / wall).toFixed(1)} submissions/s (${(N / wall / jobs).toFixed(1)} per core), `
     + `${wall.toFixed(1)} s for ${N}; latency p50 ${pct(lat, 50)} ms, p95 ${pct(lat, 95)} ms; `
     + `startup ${(startMs / 1000).toFixed(1)} s; peak memory ${peak.toFixed(0)} MB (coordinator + sandboxes); `
-    + `coordinator CPU ${coordCpu.toFixed(1)} s (replays included); sandboxes started ${pool.stats.spawned}; ${JSON.stringify(counts)}`);
+    + `sandboxes started ${st.spawned}; ${JSON.stringify(counts)}`);
+  console.log(`  CPU per submission: sandbox start ${perSub(st.bootCpuMs, st.booted)} ms (fresh Node + Pyodide restore), `
+    + `sandbox run ${perSub(st.runCpuMs, st.booted)} ms, coordinator ${perSub(coordCpu * 1000, N)} ms (grader, worlds, pipes; `
+    + `pre-checked submissions need no sandbox: ${N - st.booted} of ${N})`);
+}
+
+// The anchor (cli/anchor/README.md): the same submissions graded by CPython + pytest,
+// one process per file, in the project venv that ./lab bench makes.
+{
+  const { anchorAvailable, benchPytest } = await import('./anchor.mjs');
+  if (!anchorAvailable()) {
+    console.log('pytest anchor skipped: .venv/bin/python is missing (./lab bench installs it)');
+  } else {
+    for (const jobs of [1, 2]) {
+      const r = await benchPytest(subs.map(([, source]) => source), { jobs });
+      const counts = r.results.reduce((m, x) => ({ ...m, [x.status]: (m[x.status] || 0) + 1 }), {});
+      console.log(`pytest anchor (CPython + pytest, one process per file) --jobs ${jobs}: `
+        + `${r.perS.toFixed(1)} submissions/s (${(r.perS / jobs).toFixed(1)} per core), `
+        + `${r.wallS.toFixed(1)} s for ${N}; CPU ${r.cpuS === null ? '?' : r.cpuS.toFixed(1)} s; ${JSON.stringify(counts)}`);
+    }
+  }
 }

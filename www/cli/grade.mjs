@@ -8,7 +8,7 @@ import path from 'node:path';
 import { createGradingPool, jsonLine, FORMATS } from './pool.mjs';
 
 const USAGE = `usage: ./lab grade [--lab deliver-once] [--format text|json|exercism|gradescope|gradescope-hidden]
-                   [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] FILE_OR_DIR...
+                   [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
   A directory means every .py file in it (sorted). exercism and gradescope need --out DIR.
   Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
 
@@ -18,7 +18,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const o = { lab: 'deliver-once', format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, files: [] };
+  const o = { lab: 'deliver-once', format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
   const num = (name, v, { int = false, min = 0 } = {}) => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || (int && !Number.isInteger(n)) || n < min) usage(`${name} needs a ${int ? 'whole ' : ''}number${min ? ` of at least ${min}` : ''}, not ${v ?? 'nothing'}`);
@@ -38,6 +38,7 @@ function parseArgs(argv) {
       case '--jobs': o.jobs = num('--jobs', take(), { int: true, min: 1 }); break;
       case '--memory': o.memory = num('--memory', take(), { int: true, min: 64 }); break;
       case '--out': o.out = take(); if (!o.out) usage('--out needs a directory'); break;
+      case '--no-sandbox': o.sandbox = false; break;
       case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
       case '--': o.files.push(...argv.slice(i + 1)); i = argv.length; break;
       default:
@@ -81,8 +82,9 @@ const files = collect(o.files);
 if (o.out) fs.mkdirSync(o.out, { recursive: true });
 
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
-const pool = createGradingPool({ jobs: Math.min(o.jobs, files.length), timeoutS: o.timeout ?? undefined, memoryMb: o.memory });
+let pool;
 try {
+  pool = createGradingPool({ jobs: Math.min(o.jobs, files.length), timeoutS: o.timeout ?? undefined, memoryMb: o.memory, sandbox: o.sandbox });
   await pool.ready;
 } catch (e) {
   process.stderr.write(`grade: the grader could not start: ${e.message}\n`);

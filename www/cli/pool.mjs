@@ -1,81 +1,84 @@
-// The grading pool: the trusted side. It runs no learner code. It keeps its own
-// WASM grader, starts `jobs` sandbox processes (sandbox.mjs), hands each one a
-// submission at a time, enforces the time limit (SIGKILL, then a fresh sandbox),
-// watches each sandbox's memory, and replays each sandbox's transcript against
-// its own grader: the report it returns is that replay's, never the sandbox's.
+// The grading pool: the trusted side. It runs no learner code. Per --jobs slot it
+// keeps a grading thread (grader_thread.mjs: the WASM grader, the worlds, the
+// verdict) and a sandbox process started ahead (sandbox.mjs in jail.mjs's walls),
+// so that one is always ready. Each submission gets a fresh sandbox, used once and
+// killed: nothing of one submission (its process, pipes, memory, interpreter) is
+// ever reached by another. The main thread keeps the time limit, the memory watch
+// and the queue, and never blocks: a sandbox that misbehaves ends its own
+// submission as an error and the pool goes on.
 //
 //   const pool = createGradingPool({ jobs: 2 });
 //   await pool.ready;
-//   const line = await pool.grade({ lab: 'deliver-once', source, seed, format: 'json' });
+//   const line = await pool.grade({ lab: 'deliver-once', source, seed, format: 'json', signal });
 //   await pool.close();
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
-import { WORLD_OPS, COURIER_OPS } from '../src/engine.mjs';
+import { ENDED, SANDBOX_IN_FD } from './frames.mjs';
+import { jailCommand, jailProblem } from './jail.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
-const RECYCLE_AFTER = 50;          // submissions per sandbox process
-const GRACE_S = 1.5;               // after the limit, before SIGKILL (covers the interpreter restore)
-const OUTPUT_CAP = 4000;           // characters of one test's output a transcript may carry
+const THREAD = new URL('grader_thread.mjs', import.meta.url);
+const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
+const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for Node itself
+/**
+ * The CLI's default limit is the lab's time limit times this. A sandbox is slower
+ * than the page's worker: a fresh process whose Python runs without optimized code
+ * and without code generation from strings, and whose every world operation crosses
+ * a pipe (measured, the courier lab's reference: about 4 s in the page's worker,
+ * 8 s in a plain Node process, 17-22 s in a sandbox). Doubling the limit keeps the
+ * same solutions inside it in both places; `--timeout` sets it outright.
+ */
+export const CLI_LIMIT_FACTOR = 2;
+/** The longest JSON line of one submission (the report's fields are capped in the engine). */
+export const LINE_CAP_BYTES = 64 * 1024;
 export const FORMATS = ['json', 'text', 'exercism', 'gradescope', 'gradescope-hidden'];
+export const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
 
-let graderPkg = null;
-async function loadGrader() {
-  if (!graderPkg) {
-    const wasm = `${WWW}pkg/delivery_lab_bg.wasm`;
-    if (!fs.existsSync(wasm)) throw new Error(`${wasm} is missing: run ./lab build`);
-    graderPkg = await import(new URL('pkg/delivery_lab.js', `file://${WWW}`).href);
-    await graderPkg.default({ module_or_path: fs.readFileSync(wasm) });
-  }
-  return graderPkg;
-}
+// What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
+// grader (www/pkg): the sandbox holds no tests and no reference.
+const SANDBOX_READS = [
+  `${WWW}cli/sandbox.mjs`, `${WWW}cli/frames.mjs`, `${WWW}cli/wasm_memcap.mjs`,
+  `${WWW}src/engine.mjs`, `${WWW}src/bridge.py`, `${WWW}node_modules/pyodide`,
+];
 
-/** Whether `unshare --net` works here (root, or user namespaces allowed). */
-let unshareOk;
-export function networkIsolation() {
-  if (unshareOk === undefined) {
-    const r = spawnSync('unshare', ['--net', '--pid', '--fork', '--kill-child', '--', 'true'], { stdio: 'ignore' });
-    unshareOk = r.status === 0;
-  }
-  return unshareOk;
-}
-
-/** The sandbox's command line, for another script (the tests' probe). */
-export function sandboxSpawnArgs(script) {
-  return sandboxCommand(512, script, script);
-}
-
-function sandboxCommand(memoryMb, snapshotFile, script = SANDBOX, sharedCores = false) {
-  const node = [
+/**
+ * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
+ * Node under its permission model, reading only SANDBOX_READS, the snapshot and the
+ * script; inside jail.mjs's walls when `jailed`. Returns { cmd, args }.
+ */
+export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, sharedCores = false, jailed = true }) {
+  const reads = [...SANDBOX_READS, ...(snapshotFile ? [snapshotFile] : []), ...(script === SANDBOX ? [] : [script])];
+  const argv = [
+    process.execPath,
     '--experimental-permission',
-    `--allow-fs-read=${snapshotFile}`,
-    `--allow-fs-read=${WWW}cli/sandbox.mjs`,
-    `--allow-fs-read=${WWW}cli/wasm_memcap.mjs`,
-    `--allow-fs-read=${WWW}src/engine.mjs`,
-    `--allow-fs-read=${WWW}src/bridge.py`,
-    `--allow-fs-read=${WWW}pkg/*`,
-    `--allow-fs-read=${WWW}node_modules/pyodide/*`,
+    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
     '--disallow-code-generation-from-strings',
     '--max-old-space-size=768',
     '--no-warnings',
-    // V8's parallel GC lets a lone sandbox use an idle core; once there is a
-    // sandbox per core its helper threads only take CPU from the other one
-    // (measured: --jobs 2 went from 6.9 to 8.3 submissions/s on 2 cores).
+    // A sandbox lives for one submission: optimizing Pyodide's hot functions in the
+    // background (V8's TurboFan tier-up) costs more CPU than it saves in one run
+    // (measured with bench.mjs: about 800 -> 260 ms of CPU for lab 1's run).
+    '--liftoff-only',
+    // With a sandbox per core, V8's helper threads only take CPU from the other one.
     ...(sharedCores ? ['--single-threaded-gc'] : []),
-    script, String(memoryMb), snapshotFile,
+    script, String(memoryMb), snapshotFile ?? '',
   ];
-  if (!networkIsolation()) return { cmd: process.execPath, args: node, isolated: false };
-  const drop = process.getuid && process.getuid() === 0
-    ? ['/usr/bin/setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--no-new-privs']
-    : [];
-  return {
-    cmd: 'unshare',
-    args: ['--net', '--pid', '--fork', '--kill-child', '--', ...drop, process.execPath, ...node],
-    isolated: true,
-  };
+  return jailed ? jailCommand(argv, reads) : { cmd: argv[0], args: argv.slice(1) };
+}
+
+function procStat(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return { cpuMs: ((Number(rest[11]) + Number(rest[12])) * 1000) / 100 };
+  } catch {
+    return { cpuMs: 0 };
+  }
 }
 
 function rssMb(pid) {
@@ -85,17 +88,6 @@ function rssMb(pid) {
   } catch {
     return 0;
   }
-}
-
-/** The process tree under `pid` (unshare, then node), for the memory watch. */
-function treeRss(pid) {
-  let total = rssMb(pid);
-  try {
-    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      total += treeRss(Number(child));
-    }
-  } catch { /* gone */ }
-  return total;
 }
 
 /** Every process under `pid`, deepest first. */
@@ -109,85 +101,52 @@ function descendants(pid) {
   return out;
 }
 
-/**
- * SIGKILLs a sandbox: the node process itself, then unshare. (unshare's
- * --kill-child cannot be relied on: setpriv's change of user clears the
- * parent-death signal, so the sandbox would outlive unshare.)
- */
-function killSandbox(child) {
+const treeRss = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + rssMb(p), 0);
+const treeCpuMs = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + procStat(p).cpuMs, 0);
+
+/** Two pipes of the sandbox's own: FIFOs made in a private folder, opened, and
+ *  unlinked at once (the fds stay). Blocking fds on both sides: see frames.mjs. */
+function pipes() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-pipe-'));
+  try {
+    const down = path.join(dir, 'down');
+    const up = path.join(dir, 'up');
+    const r = spawnSync('mkfifo', ['-m', '600', down, up]);
+    if (r.status !== 0) throw new Error(`mkfifo failed: ${String(r.stderr || r.error)}`);
+    const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
+    // A FIFO's read end opens at once while a writer exists (and the write end
+    // while a reader does): a temporary read-write fd provides one, then goes.
+    const open2 = (fifo, first, second) => {
+      const tmp = fs.openSync(fifo, O_RDWR);
+      const a = fs.openSync(fifo, first);
+      const b = fs.openSync(fifo, second);
+      fs.closeSync(tmp);
+      return [a, b];
+    };
+    const [childIn, coordOut] = open2(down, O_RDONLY, O_WRONLY);
+    const [coordIn, childOut] = open2(up, O_RDONLY, O_WRONLY);
+    return { childIn, childOut, coordIn, coordOut };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const closeFd = (fd) => { try { fs.closeSync(fd); } catch { /* closed */ } };
+
+// Sandboxes never outlive the coordinator, however it ends (bubblewrap's
+// --die-with-parent covers a coordinator that is killed).
+const live = new Set();
+function killTree(child) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   for (const pid of descendants(child.pid)) {
     try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   }
+  try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
   child.kill('SIGKILL');
 }
+process.on('exit', () => { for (const c of live) killTree(c); });
 
-// Sandboxes never outlive the coordinator, however it ends.
-const live = new Set();
-process.on('exit', () => { for (const c of live) killSandbox(c); });
-
-const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
-
-/**
- * A JS solution for the coordinator's grader that answers from a sandbox's
- * transcript: each call must be the next recorded one (same function, same
- * arguments); its world operations are performed on the real world and must get
- * the recorded answers; then the recorded return value is given.
- */
-export function replaySolution(transcript) {
-  let i = 0;
-  const state = { problem: null };
-  const mismatch = (why) => {
-    if (!state.problem) state.problem = why;
-    return JSON.stringify({ error: { kind: 'host', message: INTERFERED } });
-  };
-  const same = (a, b) => a === b || (Number.isNaN(a) && Number.isNaN(b)) || JSON.stringify(a) === JSON.stringify(b);
-  const solution = {
-    call(fn, argsJson, world) {
-      try {
-        if (state.problem) return mismatch(state.problem);
-        const e = transcript[i++];
-        if (!e || e.t !== 'call' || e.fn !== fn || e.args !== argsJson || !Array.isArray(e.ops) || !['string', 'undefined'].includes(typeof e.ret)) {
-          return mismatch(`call ${i} is not the one the grader made (${fn})`);
-        }
-        for (const op of e.ops) {
-          if (!op || !(WORLD_OPS.includes(op.op) || COURIER_OPS.includes(op.op)) || !Array.isArray(op.args) || !world || typeof world[op.op] !== 'function') {
-            return mismatch(`call ${i}: an unknown world operation`);
-          }
-          let result, threw = null;
-          try {
-            result = world[op.op](...op.args);
-            if (result === undefined) result = null;
-          } catch (err) {
-            threw = String((err && err.message) || err);
-          }
-          if (threw !== null ? threw !== op.threw : (op.threw !== undefined || !same(result, op.result))) {
-            return mismatch(`call ${i}: the world answered ${op.op} differently`);
-          }
-        }
-        return e.ret;
-      } finally {
-        if (world && typeof world.free === 'function') world.free();
-      }
-    },
-    take_output() {
-      if (state.problem) return undefined;
-      const e = transcript[i++];
-      if (!e || e.t !== 'out' || (e.out !== null && typeof e.out !== 'string')) {
-        mismatch(`output ${i} is not where the grader asked for it`);
-        return undefined;
-      }
-      if (e.out && e.out.length > OUTPUT_CAP) {
-        mismatch('a test printed more than the bridge lets through');
-        return undefined;
-      }
-      return e.out ?? undefined;
-    },
-  };
-  return { solution, state, done: () => i === transcript.length };
-}
-
-/** The CLI's JSON line for one report (the engine's JSON, parsed). */
+/** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
 export function jsonLine(report, { file = null, durationMs = null } = {}) {
   const line = {
     file,
@@ -208,34 +167,64 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
     replay: report.replay,
   };
   if (report.status === 'error' && report.message != null) line.message = report.message;
+  // The engine caps every field, so this holds already; kept as the last word,
+  // since a file name or a future field could still make a line long.
+  if (Buffer.byteLength(JSON.stringify(line)) > LINE_CAP_BYTES) {
+    for (const t of line.tests) if (t.message) t.message = `${t.message.slice(0, 200)}\n[cut: the report was over 64 KB]`;
+    if (line.message) line.message = line.message.slice(0, 2000);
+  }
   return line;
+}
+
+/** Submissions that cannot be graded without running anything: the message, or null. */
+export function precheck(source) {
+  if (typeof source !== 'string') return 'The submission is not text, so no test ran.';
+  if (source.trim() === '') return 'The submission is empty, so no test ran.';
+  return null;
+}
+
+function abortError() {
+  const e = new Error('the submission was withdrawn');
+  e.name = 'AbortError';
+  return e;
 }
 
 /**
  * @param {object} [o]
- * @param {number} [o.jobs]      sandbox processes (default 1)
- * @param {number} [o.timeoutS]  wall time per submission (default: the lab's, 8 s)
- * @param {number} [o.memoryMb]  memory per submission (default 512)
+ * @param {number} [o.jobs]      submissions graded at once (default 1)
+ * @param {number} [o.timeoutS]  wall time per submission (default: the lab's)
+ * @param {number} [o.memoryMb]  memory for one submission's Python (default 512)
+ * @param {boolean} [o.sandbox]  false: no bubblewrap (`--no-sandbox`); a process per
+ *                               submission and the permission model still hold
+ * @param {string} [o.sandboxScript] another sandbox program, for the tests' misbehaving
+ *                               sandboxes (then no interpreter snapshot is made)
  */
-export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarning } = {}) {
+export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
+  jobs = Math.max(1, jobs);
   const queue = [];
   const slots = [];
   let closed = false;
   let grader = null;
-  let labCache = new Map();
-  // kept: interpreters a sandbox kept for the next submission (a source that did not compile ran nothing)
-  const stats = { spawned: 0, recycled: 0, peakRssMb: 0, kept: 0 };
+  const labCache = new Map();
+  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0 };
 
-  // The interpreter snapshot every sandbox restores from, made once per pool by a
-  // trusted run of sandbox.mjs (no learner code) that may write this file only.
+  const problem = sandbox ? jailProblem() : '';
+  if (problem) {
+    throw new Error(`the grading sandbox does not work here: ${problem}. Install bubblewrap (Debian's \`bubblewrap\`) `
+      + 'and allow unprivileged user namespaces, or pass --no-sandbox to grade without it (see www/cli/README.md)');
+  }
+  if (!sandbox) warn('--no-sandbox: each submission still gets a fresh process, but no namespaces and no rlimits');
+
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
-  const command = sandboxCommand(memoryMb, snapshotFile, SANDBOX, jobs > 1);
-  if (!command.isolated) warn('`unshare --net` does not work here: the sandboxes run WITHOUT network isolation');
+  const command = sandboxCommand({ script: sandboxScript, memoryMb, snapshotFile, sharedCores: jobs > 1, jailed: sandbox });
 
+  // The snapshot every sandbox restores from: a trusted run of sandbox.mjs (no
+  // learner code) that may write this one file.
   function makeSnapshot() {
+    if (sandboxScript !== SANDBOX) return fs.writeFileSync(snapshotFile, '');
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [
         '--experimental-permission', '--no-warnings',
@@ -243,7 +232,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
         SANDBOX, '--make-snapshot', snapshotFile,
       ], { stdio: ['ignore', 'ignore', 'pipe'], env: {} });
       let err = '';
-      child.stderr.on('data', (d) => { err += d; });
+      child.stderr.on('data', (d) => { if (err.length < 8000) err += d; });
       child.on('exit', (code) => {
         if (code === 0 && fs.existsSync(snapshotFile)) {
           fs.chmodSync(snapshotFile, 0o444);
@@ -258,203 +247,263 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
     return labCache.get(lab);
   }
 
-  function spawnSlot(slot) {
+  // --- sandboxes -----------------------------------------------------------
+
+  let nextSid = 1;
+  function spawnSandbox(slot) {
     stats.spawned++;
-    const child = spawn(command.cmd, command.args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {}, cwd: '/', serialization: 'advanced' });
-    slot.child = child;
+    const fds = pipes();
+    const stdio = ['ignore', 'ignore', 'pipe'];
+    stdio[SANDBOX_IN_FD] = fds.childIn;
+    stdio[SANDBOX_IN_FD + 1] = fds.childOut;
+    let child;
+    try {
+      // detached: a process group of its own, which the pool kills whole.
+      child = spawn(command.cmd, command.args, { stdio, env: {}, cwd: '/', detached: true });
+    } finally {
+      closeFd(fds.childIn);
+      closeFd(fds.childOut);
+    }
+    const sb = { sid: nextSid++, child, fdIn: fds.coordIn, fdOut: fds.coordOut, ready: false, stderr: '', spawnedAt: performance.now(), bootCpuMs: 0 };
     live.add(child);
-    child.on('exit', () => live.delete(child));
-    slot.ready = false;
-    slot.count = 0;
-    slot.stderr = '';
-    child.stderr.on('data', (d) => { if (slot.stderr.length < 8000) slot.stderr += d.toString('utf8', 0, 8000); });
-    let resolveReady, rejectReady;
-    slot.readyPromise = new Promise((res, rej) => { resolveReady = res; rejectReady = rej; });
-    slot.readyPromise.catch(() => {});
-    child.on('message', (m) => {
-      if (slot.child !== child || !m || typeof m !== 'object') return;
-      if (m.type === 'ready' && !slot.ready) {
-        slot.ready = true;
-        resolveReady();
-        pump();
-      } else if (m.type === 'started' && slot.job && m.id === slot.job.id && !slot.job.startedAt) {
-        slot.job.startedAt = performance.now();
-      } else if (m.type === 'result' && slot.job && m.id === slot.job.id) {
-        if (m.kept === true) stats.kept++;
-        finish(slot, { result: m });
+    child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });
+    child.on('error', (e) => { sb.stderr += String(e); });
+    child.on('exit', () => { live.delete(child); sb.exited = true; });
+    sb.bootTimer = setTimeout(() => { if (!sb.ready) killTree(child); }, BOOT_LIMIT_S * 1000);
+    slot.spare = sb;
+    if (!slot.job) awaitSpare(slot);
+    return sb;
+  }
+
+  function awaitSpare(slot) {
+    const sb = slot.spare;
+    if (!sb || sb.awaited) return;
+    sb.awaited = true;
+    slot.thread.postMessage({ t: 'await-ready', sid: sb.sid, fdIn: sb.fdIn, fdOut: sb.fdOut });
+  }
+
+  function discard(sb) {
+    if (!sb) return;
+    clearTimeout(sb.bootTimer);
+    killTree(sb.child);
+    // The fds go when the thread is done with them: the caller knows it is.
+    closeFd(sb.fdIn);
+    closeFd(sb.fdOut);
+  }
+
+  function onReady(slot, { sid, problem: why }) {
+    const sb = slot.spare;
+    if (!sb || sb.sid !== sid) return;
+    clearTimeout(sb.bootTimer);
+    if (why) {
+      slot.spare = null;
+      discard(sb);
+      if (closed) return;
+      if (++slot.bootFailures > 3) {
+        const e = new Error(`sandboxes fail to start: ${why}; ${sb.stderr.slice(-2000)}`);
+        for (const job of queue.splice(0)) job.reject(e);
+        slot.broken = e;
+        return;
       }
+      spawnSandbox(slot);
+      return;
+    }
+    slot.bootFailures = 0;
+    sb.ready = true;
+    sb.bootCpuMs = treeCpuMs(sb.child.pid);
+    slot.resolveUp?.();
+    pump();
+  }
+
+  // --- grading threads -----------------------------------------------------
+
+  function startThread(slot) {
+    const thread = new Worker(THREAD, { resourceLimits: { maxOldGenerationSizeMb: 1024 } });
+    slot.thread = thread;
+    thread.on('message', (m) => {
+      if (slot.thread !== thread || !m) return;
+      if (m.t === 'up') {
+        if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
+      } else if (m.t === 'ready') onReady(slot, m);
+      else if (m.t === 'graded' && slot.job && m.id === slot.job.id) finish(slot, m);
     });
-    child.on('error', (e) => { slot.stderr += String(e); });
-    child.on('exit', (code, signal) => {
-      if (slot.child !== child) return;
-      slot.child = null;
-      if (!slot.ready) rejectReady(new Error(`a sandbox failed to start (${code ?? signal}): ${slot.stderr.slice(-2000)}`));
-      if (slot.job) finish(slot, { crashed: `the sandbox ended (${signal || `exit ${code}`}) while running it` });
-      if (!closed) {
-        if (!slot.ready && slot.failures++ > 3) {
-          for (const job of queue.splice(0)) job.reject(new Error(`sandboxes fail to start: ${slot.stderr.slice(-2000)}`));
-          return;
-        }
-        spawnSlot(slot);
-      }
+    thread.on('error', (e) => { slot.threadError = String((e && e.stack) || e).slice(0, 2000); });
+    thread.on('exit', () => {
+      if (slot.thread !== thread) return;
+      slot.thread = null;
+      // A thread that died (a trap in the grader, out of memory) is not reused;
+      // the submission it was grading is an error, the pool goes on.
+      if (slot.job) finish(slot, { failure: slot.threadError || 'the grading thread ended' });
+      if (slot.spare) { discard(slot.spare); slot.spare = null; }
+      if (!closed) startThread(slot);
     });
   }
 
-  function recycle(slot) {
-    stats.recycled++;
-    const child = slot.child;
-    slot.child = null;
-    killSandbox(child);
-    if (!closed) spawnSlot(slot);
-  }
+  // --- jobs ----------------------------------------------------------------
 
   function pump() {
     for (const slot of slots) {
       if (!queue.length) return;
-      if (slot.ready && slot.child && !slot.job) start(slot, queue.shift());
+      if (!slot.job && slot.thread && slot.spare?.ready) start(slot, queue.shift());
     }
   }
 
   function start(slot, job) {
+    const sb = slot.spare;
+    slot.spare = null;
     slot.job = job;
-    slot.count++;
-    job.sentAt = performance.now();
-    job.startedAt = null;
+    job.sandbox = sb;
+    job.flag = new SharedArrayBuffer(4);
+    job.startedAt = performance.now();
     const limitMs = job.limitS * 1000;
-    // The limit counts from the moment the sandbox starts the run; the restore
-    // of a fresh interpreter before it is the grace's.
+    const baseRss = treeRss(sb.child.pid);
+    const end = (why) => {
+      clearInterval(job.timer);
+      Atomics.store(new Int32Array(job.flag), 0, why);
+      killTree(sb.child);
+    };
+    job.end = end;
     job.timer = setInterval(() => {
-      const now = performance.now();
-      const ranMs = job.startedAt ? now - job.startedAt : now - job.sentAt - GRACE_S * 1000;
-      if (ranMs > limitMs + GRACE_S * 1000) {
-        finish(slot, { timeout: true });
-      } else if (slot.child) {
-        const rss = treeRss(slot.child.pid);
-        stats.peakRssMb = Math.max(stats.peakRssMb, rss);
-        if (slot.baseRss === undefined && rss) slot.baseRss = rss;
-        if (rss > slot.baseRss + memoryMb + 512) finish(slot, { memory: rss });
-      }
+      if (performance.now() - job.startedAt > limitMs) return end(ENDED.timeout);
+      const rss = treeRss(sb.child.pid);
+      stats.peakRssMb = Math.max(stats.peakRssMb, rss);
+      if (rss > baseRss + memoryMb + MEMORY_SLACK_MB) end(ENDED.memory);
     }, 50);
-    slot.child.send({ type: 'grade', id: job.id, lab: job.lab, source: job.source, seed: job.seed });
+    slot.thread.postMessage({
+      t: 'grade', id: job.id, lab: job.lab, seed: job.seed, formats: job.formats, source: job.source,
+      functions: labInfo(job.lab).functions, limitS: job.limitS, fdIn: sb.fdIn, fdOut: sb.fdOut, flag: job.flag,
+    });
+    // The next submission's sandbox boots now, while this one runs.
+    if (!closed) spawnSandbox(slot);
   }
 
-  function finish(slot, outcome) {
+  function finish(slot, m) {
     const job = slot.job;
     if (!job) return;
-    clearInterval(job.timer);
     slot.job = null;
-    const durationMs = Math.round(performance.now() - (job.startedAt ?? job.sentAt));
-    let out;
-    try {
-      out = verdict(job, outcome, durationMs);
-    } catch (e) {
+    clearInterval(job.timer);
+    const sb = job.sandbox;
+    const why = Atomics.load(new Int32Array(job.flag), 0);
+    if (!sb.exited) stats.runCpuMs += Math.max(0, treeCpuMs(sb.child.pid) - sb.bootCpuMs);
+    stats.bootCpuMs += sb.bootCpuMs;
+    stats.booted++;
+    discard(sb);
+    const durationMs = Math.round(performance.now() - job.startedAt);
+    if (why === ENDED.aborted) job.reject(abortError());
+    else {
       try {
-        out = render(job, grader.error_report(job.lab, job.seed, `The grader failed on this submission: ${e.message}`, 'json'), durationMs);
-      } catch (f) {
-        job.reject(f);
-        return;
+        job.resolve(verdict(job, m, why, durationMs));
+      } catch (e) {
+        job.reject(e);
       }
     }
-    const r = outcome.result;
-    // Refused imports alone (r.alarms) keep the sandbox: see sandbox.mjs.
-    const unfit = !r || r.tainted || out.interfered || slot.count >= RECYCLE_AFTER;
-    if (unfit && slot.child) recycle(slot);
-    job.resolve(out.text);
+    stats.graded++;
+    awaitSpare(slot);
     pump();
   }
 
-  // The outputs a job asked for, from the coordinator's own report (json) and,
-  // for other formats, `other(format)` (a replay) or the grader's error or
-  // timeout report.
-  function render(job, reportJson, durationMs, other) {
-    const report = JSON.parse(reportJson);
+  const limitMessage = (job) => `Stopped: the run took longer than the ${job.limitS} s limit.`;
+
+  /** The outputs a job asked for, from one report source. */
+  function reportsFor(job, kind, message, durationMs) {
     const out = {};
     for (const format of job.formats) {
-      if (format === 'json') out.json = JSON.stringify(jsonLine(report, { file: null, durationMs }));
-      else if (other) out[format] = other(format);
-      else if (report.status === 'error') out[format] = grader.error_report(job.lab, job.seed, report.message ?? '', format);
-      else out[format] = grader.timeout_report(job.lab, job.seed, timeoutMessage(job), format);
+      out[format] = format === 'json'
+        ? JSON.stringify(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json')), { durationMs }))
+        : grader[kind](job.lab, job.seed, message, format);
     }
-    return { text: out, report };
+    return out;
   }
 
-  function timeoutMessage(job) {
-    return `Stopped: the run took longer than the ${job.limitS} s limit.`;
-  }
-
-  function verdict(job, outcome, durationMs) {
-    const errorOut = (message) => render(job, grader.error_report(job.lab, job.seed, message, 'json'), durationMs);
-    if (outcome.timeout) return render(job, grader.timeout_report(job.lab, job.seed, timeoutMessage(job), 'json'), durationMs);
-    if (outcome.memory) return errorOut(`Stopped: the run used more than ${memoryMb} MB of memory, so it could not be graded.`);
-    if (outcome.crashed) return errorOut(`Your code ended the grader's Python process (${outcome.crashed}), so it could not be graded.`);
-    const r = outcome.result;
-    if (r.ms > job.limitS * 1000) return render(job, grader.timeout_report(job.lab, job.seed, timeoutMessage(job), 'json'), durationMs);
-    if (typeof r.report !== 'string') return errorOut(`The grader's sandbox could not grade this submission: ${r.failure || 'no report'}`);
-    const sandboxReport = JSON.parse(r.report);
-    const transcript = Array.isArray(r.transcript) ? r.transcript : [];
-    if (transcript.length === 0) {
-      // Nothing ran (error or timeout while loading): the report must be one the
-      // coordinator can make itself from the message, and nothing else.
-      const mine = sandboxReport.status === 'error'
-        ? grader.error_report(job.lab, job.seed, String(sandboxReport.message ?? ''), 'json')
-        : grader.timeout_report(job.lab, job.seed, String(sandboxReport.message ?? ''), 'json');
-      if (normal(mine) !== r.report) return { ...errorOut(`${INTERFERED}: its report does not match the grader's.`), interfered: true };
-      return render(job, mine, durationMs, (format) => (
-        sandboxReport.status === 'error'
-          ? grader.error_report(job.lab, job.seed, String(sandboxReport.message ?? ''), format)
-          : grader.timeout_report(job.lab, job.seed, String(sandboxReport.message ?? ''), format)));
+  function verdict(job, m, why, durationMs) {
+    const error = (message) => reportsFor(job, 'error_report', message, durationMs);
+    if (m.failure) return error(`The grader failed on this submission, so it could not be graded: ${m.failure.split('\n')[0]}`);
+    if (m.problem) {
+      stats.interfered++;
+      return error(`${INTERFERED}: ${m.problem}.`);
     }
-    const replay = (format) => {
-      const rp = replaySolution(transcript);
-      const text = grader.grade(job.lab, rp.solution, job.seed, format);
-      if (rp.state.problem) throw new Interference(rp.state.problem);
-      if (!rp.done()) throw new Interference('the transcript has calls the grader never made');
-      return text;
-    };
-    let mine;
-    try {
-      mine = replay('json');
-    } catch (e) {
-      if (e instanceof Interference) return { ...errorOut(`${INTERFERED}: ${e.message}.`), interfered: true };
-      throw e;
+    if (why === ENDED.memory) return error(`Stopped: the run used more than ${memoryMb} MB of memory, so it could not be graded.`);
+    if (m.loadError !== null && m.loadError !== undefined) return error(m.loadError);
+    if (why === ENDED.timeout && !m.outputs) return reportsFor(job, 'timeout_report', limitMessage(job), durationMs);
+    if (m.loadTimeout) return reportsFor(job, 'timeout_report', m.loadTimeout, durationMs);
+    if (m.closed && why !== ENDED.timeout) {
+      return error('Your code ended the grader\'s Python process, so it could not be graded.');
     }
-    if (normal(mine) !== r.report) return { ...errorOut(`${INTERFERED}: the sandbox's report differs from the replay's.`), interfered: true };
-    return render(job, mine, durationMs, (format) => replay(format));
+    if (!m.outputs) return error('The grader\'s sandbox ended before it answered, so the submission could not be graded.');
+    // The grader's own reports; at the limit, the tests that finished before it
+    // keep their results, as on the page.
+    const out = { ...m.outputs };
+    if (out.json !== undefined) out.json = JSON.stringify(jsonLine(JSON.parse(out.json), { durationMs }));
+    return out;
   }
 
   let nextId = 1;
   const ready = (async () => {
-    const [pkg] = await Promise.all([loadGrader(), makeSnapshot()]);
+    const pkg = await import(new URL('pkg/delivery_lab.js', `file://${WWW}`).href);
+    const wasm = `${WWW}pkg/delivery_lab_bg.wasm`;
+    if (!fs.existsSync(wasm)) throw new Error(`${wasm} is missing: run ./lab build`);
+    await Promise.all([pkg.default({ module_or_path: fs.readFileSync(wasm) }), makeSnapshot()]);
     grader = new pkg.Grader();
-    for (let i = 0; i < Math.max(1, jobs); i++) {
-      const slot = { child: null, job: null, count: 0, failures: 0 };
+    for (let i = 0; i < jobs; i++) {
+      const slot = { thread: null, spare: null, job: null, bootFailures: 0 };
+      slot.up = new Promise((resolve) => { slot.resolveUp = resolve; });
       slots.push(slot);
-      spawnSlot(slot);
+      startThread(slot);
     }
-    await Promise.all(slots.map((s) => s.readyPromise));
+    await Promise.race([
+      Promise.all(slots.map((s) => s.up)),
+      new Promise((_, reject) => {
+        const t = setInterval(() => {
+          const broken = slots.find((s) => s.broken);
+          if (broken) { clearInterval(t); reject(broken.broken); }
+        }, 100);
+        Promise.all(slots.map((s) => s.up)).then(() => clearInterval(t));
+      }),
+    ]);
   })();
   ready.catch(() => {});
 
   return {
     ready,
     stats,
-    isolated: command.isolated,
+    isolated: sandbox,
     /** Grades one submission; resolves to its report in `format` (json: the CLI's line, file null). */
-    async grade({ lab = 'deliver-once', source, seed, format = 'json' }) {
-      return (await this.gradeMany({ lab, source, seed, formats: [format] }))[format];
+    async grade({ lab = 'deliver-once', source, seed, format = 'json', signal }) {
+      return (await this.gradeMany({ lab, source, seed, formats: [format], signal }))[format];
     },
-    /** Like grade, in several formats at once: resolves to { [format]: text }. */
-    async gradeMany({ lab = 'deliver-once', source, seed, formats = ['json'] }) {
+    /**
+     * Like grade, in several formats at once: resolves to { [format]: text }.
+     * `signal` (an AbortSignal) withdraws the submission: out of the queue, or its
+     * sandbox killed at once; the promise then rejects with an AbortError.
+     */
+    async gradeMany({ lab = 'deliver-once', source, seed, formats = ['json'], signal }) {
       if (closed) throw new Error('the grading pool is closed');
       for (const f of formats) if (!FORMATS.includes(f)) throw new Error(`unknown format ${f}: use ${FORMATS.join(', ')}`);
       await ready;
+      if (signal?.aborted) throw abortError();
       const info = labInfo(lab);
       seed = seed === undefined || seed === null ? info.default_seed : seed;
-      const limitS = timeoutS ?? info.time_limit_s;
+      const limitS = timeoutS ?? info.time_limit_s * CLI_LIMIT_FACTOR;
       const pre = precheck(source);
       if (pre) return this.errorReports({ lab, seed, message: pre, formats });
+      const broken = slots.find((s) => s.broken);
+      if (broken) throw broken.broken;
       return new Promise((resolve, reject) => {
-        queue.push({ id: nextId++, lab, source: String(source), seed, formats, limitS, resolve, reject });
+        const job = { id: nextId++, lab, source: String(source), seed, formats, limitS, resolve, reject };
+        if (signal) {
+          const onAbort = () => {
+            const i = queue.indexOf(job);
+            if (i >= 0) {
+              queue.splice(i, 1);
+              reject(abortError());
+            } else if (job.end) job.end(ENDED.aborted);
+          };
+          signal.addEventListener('abort', onAbort, { once: true });
+          const done = () => signal.removeEventListener('abort', onAbort);
+          job.resolve = (v) => { done(); resolve(v); };
+          job.reject = (e) => { done(); reject(e); };
+        }
+        queue.push(job);
         pump();
       });
     },
@@ -462,37 +511,24 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, onWarnin
     async errorReports({ lab = 'deliver-once', seed, message, formats = ['json'] }) {
       await ready;
       seed = seed === undefined || seed === null ? labInfo(lab).default_seed : seed;
-      const out = {};
-      for (const f of formats) {
-        out[f] = f === 'json'
-          ? JSON.stringify(jsonLine(JSON.parse(grader.error_report(lab, seed, message, 'json')), { durationMs: 0 }))
-          : grader.error_report(lab, seed, message, f);
-      }
-      return out;
+      return reportsFor({ lab, seed, formats }, 'error_report', message, 0);
     },
     queued: () => queue.length + slots.filter((s) => s.job).length,
     async close() {
       closed = true;
       for (const job of queue.splice(0)) job.reject(new Error('the grading pool was closed'));
+      // Kill first: a thread blocked on a sandbox's pipe returns when it closes.
       for (const slot of slots) {
-        const child = slot.child;
-        slot.child = null;
-        killSandbox(child);
+        slot.job?.end?.(ENDED.aborted);
+        if (slot.spare) killTree(slot.spare.child);
+      }
+      await Promise.all(slots.map((s) => s.thread?.terminate()));
+      for (const slot of slots) {
+        slot.thread = null;
+        if (slot.spare) { discard(slot.spare); slot.spare = null; }
+        if (slot.job) { discard(slot.job.sandbox); slot.job.reject(new Error('the grading pool was closed')); slot.job = null; }
       }
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };
-}
-
-class Interference extends Error {}
-
-// The sandbox sends JSON.stringify of the engine's parsed report; the same
-// round trip makes the coordinator's comparable (Rust writes 1.0, JS 1).
-const normal = (json) => JSON.stringify(JSON.parse(json));
-
-/** Submissions that cannot be graded without running anything: the message, or null. */
-export function precheck(source) {
-  if (typeof source !== 'string') return 'The submission is not text, so no test ran.';
-  if (source.trim() === '') return 'The submission is empty, so no test ran.';
-  return null;
 }

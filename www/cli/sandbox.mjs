@@ -1,43 +1,49 @@
-// The grading sandbox: one process that runs learners' Python, one submission
-// at a time, each in a fresh interpreter. It is started by pool.mjs (never by
-// hand) inside an empty network namespace, as user nobody, under Node's
-// permission model (reads of its own code, the grader and Pyodide only; no
-// writes, no child processes, no workers), with code generation from strings
-// disabled and an empty environment. It talks to the coordinator over the IPC
-// channel only; its stdout and stdin are /dev/null.
+// The grading sandbox: one process for ONE submission, then it is killed. It is
+// started by pool.mjs ahead of time (never by hand) inside bubblewrap (jail.mjs:
+// its own user, PID, network, IPC and mount namespaces, a read-only view of the
+// files below, rlimits), under Node's permission model, with code generation from
+// strings disabled and an empty environment.
 //
-// Per submission it restores Pyodide from a memory snapshot taken once at start
-// (the WebAssembly module is compiled once per process, with its memory capped),
-// grades through the same engine.mjs and bridge.py as the page, and sends back
-// the report with a transcript of every learner call. The coordinator replays the
-// transcript against its own grader: its verdict, not this one, is printed.
+// It holds no grader: no tests, no reference, no expected values. It runs the
+// learner's Python (Pyodide, restored from a memory snapshot, and bridge.py, as
+// the page does) and nothing else. Over its two pipes (frames.mjs) the coordinator
+// sends the source to load, then one learner call at a time; every operation the
+// call makes on its world (kv, provider, rng, clock, database fault points) is a
+// question to the coordinator, which owns the world and answers. So a sandbox that
+// is taken over (Python reaching JavaScript, say) knows only the inputs of the calls
+// made so far, and can hurt only itself.
+//
+// argv: MEMORY_MB SNAPSHOT_FILE, or --make-snapshot FILE (the pool's trusted first
+// step, no learner code: it writes the snapshot every sandbox restores from).
 import fs from 'node:fs';
 import { capWasmMemory } from './wasm_memcap.mjs';
-import { createEngine } from '../src/engine.mjs';
+import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
+import { bridgeOf, WORLD_OPS } from '../src/engine.mjs';
 
 const WWW = new URL('../', import.meta.url);
 const PYODIDE_DIR = new URL('node_modules/pyodide/', WWW).pathname;
-// argv: MEMORY_MB SNAPSHOT_FILE, or --make-snapshot FILE (the pool's trusted
-// first step: it writes the snapshot every sandbox then restores from).
 const makeSnapshotTo = process.argv[2] === '--make-snapshot' ? process.argv[3] : null;
 const memoryMb = makeSnapshotTo ? 512 : Number(process.argv[2] || 512);
 const snapshotFile = makeSnapshotTo ? null : process.argv[3];
-const send = makeSnapshotTo ? () => {} : process.send.bind(process);
 const exit = process.exit.bind(process);
 
-// Pyodide's binary, compiled once for the process with its memory capped; every
-// fresh interpreter instantiates this same module.
+// Pyodide's binary, with its memory capped: Pyodide defines its memory inside the
+// module, so the maximum is written into the bytes before they are compiled.
 const origInstantiate = WebAssembly.instantiate.bind(WebAssembly);
-let pyodideModule = null;
 const pyodideBytes = fs.readFileSync(`${PYODIDE_DIR}pyodide.asm.wasm`);
 WebAssembly.instantiate = async function instantiate(src, imports) {
   const isPyodide = src && !(src instanceof WebAssembly.Module) && src.byteLength === pyodideBytes.byteLength;
   if (!isPyodide) return origInstantiate(src, imports);
-  if (!pyodideModule) {
-    pyodideModule = await WebAssembly.compile(capWasmMemory(pyodideBytes, memoryMb * 16).bytes);
-  }
-  const instance = await origInstantiate(pyodideModule, imports);
-  return { module: pyodideModule, instance };
+  const module = await WebAssembly.compile(capWasmMemory(pyodideBytes, memoryMb * 16).bytes);
+  return { module, instance: await origInstantiate(module, imports) };
+};
+
+// Pyodide's loader reads its binary again, for nothing: the capped module above is
+// what gets instantiated. It is handed the bytes already read (9.6 MB less to read).
+const readFile = fs.promises.readFile;
+fs.promises.readFile = function cachedRead(file, ...rest) {
+  if (file === `${PYODIDE_DIR}pyodide.asm.wasm`) return Promise.resolve(pyodideBytes);
+  return readFile.call(this, file, ...rest);
 };
 
 // Pyodide's NODEFS asks process.binding('constants') for the fs flags at start;
@@ -45,160 +51,105 @@ WebAssembly.instantiate = async function instantiate(src, imports) {
 const denied = process.binding;
 process.binding = (name) => (name === 'constants' ? { fs: fs.constants } : denied.call(process, name));
 
-// Every restore would read Pyodide's 9.6 MB binary (unused: the compiled module
-// above is instantiated instead) and the 2.5 MB standard library again; they are
-// read once. The library is handed out as a copy, since the interpreter's
-// in-memory file system keeps what it is given.
-const stdlibPath = `${PYODIDE_DIR}python_stdlib.zip`;
-const stdlibBytes = fs.readFileSync(stdlibPath);
-const readFile = fs.promises.readFile;
-fs.promises.readFile = function cachedRead(file, ...rest) {
-  if (file === `${PYODIDE_DIR}pyodide.asm.wasm`) return Promise.resolve(pyodideBytes);
-  if (file === stdlibPath) return Promise.resolve(Buffer.from(stdlibBytes));
-  return readFile.call(this, file, ...rest);
-};
-const lockFileContents = JSON.parse(fs.readFileSync(`${PYODIDE_DIR}pyodide-lock.json`, 'utf8'));
 const { loadPyodide } = await import(new URL('pyodide.mjs', `file://${PYODIDE_DIR}`).href);
-const pkg = await import(new URL('pkg/delivery_lab.js', WWW).href);
-await pkg.default({ module_or_path: fs.readFileSync(new URL('pkg/delivery_lab_bg.wasm', WWW)) });
 const bridgeSource = fs.readFileSync(new URL('src/bridge.py', WWW), 'utf8');
-
 const quiet = () => {};
-const pyOptions = { indexURL: PYODIDE_DIR, lockFileContents, stdout: quiet, stderr: quiet, stdin: () => null, env: { HOME: '/home/pyodide' } };
+const pyOptions = {
+  indexURL: PYODIDE_DIR,
+  lockFileContents: JSON.parse(fs.readFileSync(`${PYODIDE_DIR}pyodide-lock.json`, 'utf8')),
+  stdout: quiet,
+  stderr: quiet,
+  stdin: () => null,
+  env: { HOME: '/home/pyodide' },
+};
 
-// The snapshot: an interpreter with the bridge's imports done, taken once per
-// pool (by `--make-snapshot`), or by this process when it was given none.
-let snapshot;
-if (snapshotFile) {
-  snapshot = new Uint8Array(fs.readFileSync(snapshotFile));
-} else {
+if (makeSnapshotTo) {
+  // An interpreter with the bridge's imports done and the bridge itself imported
+  // (engine.mjs finds it in sys.modules); its state starts clean in every restore.
   const maker = await loadPyodide({ ...pyOptions, _makeSnapshot: true });
-  maker.runPython('import json, linecache, math, sys, traceback, types, random');
-  // The bridge itself, compiled and imported once (engine.mjs finds it in
-  // sys.modules); its state starts clean in every restored interpreter.
-  maker.FS.mkdirTree('/delivery_lab');
-  maker.FS.writeFile('/delivery_lab/delivery_lab_bridge.py', bridgeSource);
-  maker.runPython('import sys\nsys.path.insert(0, "/delivery_lab")\nimport delivery_lab_bridge');
-  snapshot = maker.makeMemorySnapshot();
-  if (makeSnapshotTo) {
-    fs.writeFileSync(makeSnapshotTo, snapshot);
-    exit(0);
+  maker.runPython('import json, linecache, math, sys, traceback, types, random, sqlite3');
+  bridgeOf(maker, bridgeSource);
+  fs.writeFileSync(makeSnapshotTo, maker.makeMemorySnapshot());
+  exit(0);
+}
+
+const pyodide = await loadPyodide({ ...pyOptions, _loadSnapshot: new Uint8Array(fs.readFileSync(snapshotFile)) });
+const py = bridgeOf(pyodide, bridgeSource);
+const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
+
+// A world whose every operation is a question to the coordinator. An answer that
+// is not one ends this process: the coordinator has stopped trusting it anyway.
+// One exception saves most of the courier lab's round trips: while the coordinator
+// says its world's statements are free (no fault can land on one), a statement is
+// answered "go" here and handed over, in order, with the next question or the
+// call's answer (StepWorld::statements_free).
+function remoteWorld(kind, free) {
+  const world = { pending: [] };
+  for (const op of Object.keys(WORLD_OPS[kind])) {
+    world[op] = (...args) => {
+      if (op === 'statement' && free) {
+        world.pending.push(args[0] === true);
+        return 'go';
+      }
+      const frame = { t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) };
+      if (world.pending.length) frame.pending = world.pending.splice(0);
+      try {
+        wire.send(frame);
+      } catch (e) {
+        // Nothing was written: the learner's code gets a clear error instead.
+        if (e instanceof RangeError) throw new Error(`${op}: its arguments are larger than the ${CAP_MB} MB one operation may carry`);
+        throw e;
+      }
+      const a = wire.receive();
+      if (a.t !== 'ans') exit(5);
+      free = a.free === true;
+      if (typeof a.threw === 'string') throw new Error(a.threw);
+      return a.v;
+    };
   }
+  return world;
 }
 
-// A restored interpreter; the engine for a submission's lab is made on it when
-// the submission arrives (a few ms: the bridge is already imported).
-async function freshEngine() {
-  const pyodide = await loadPyodide({ ...pyOptions, _loadSnapshot: snapshot });
-  const alarms = pyodide.pyimport('delivery_lab_bridge').alarms_json;
-  return { pyodide, alarms };
-}
-
-// A fingerprint of the JavaScript realm (the global object, the built-in
-// constructors and their prototypes, `process`): learner code that reached
-// JavaScript and changed any of it leaves this process unfit for the next
-// submission, so the process says so and the coordinator replaces it.
-const INTRINSICS = [globalThis, Object, Function, Array, String, Number, Boolean, Symbol, JSON, Math,
-  Reflect, Promise, Error, TypeError, RangeError, Map, Set, WeakMap, WeakRef, ArrayBuffer, Uint8Array,
-  DataView, WebAssembly, WebAssembly.Module, WebAssembly.Instance, WebAssembly.Memory, Proxy, BigInt,
-  process, Buffer, TextDecoder, TextEncoder, Date, RegExp];
-const fingerprintTargets = [];
-for (const o of INTRINSICS) {
-  fingerprintTargets.push(o);
-  if (typeof o === 'function' && o.prototype) fingerprintTargets.push(o.prototype);
-  const proto = Object.getPrototypeOf(o);
-  if (proto) fingerprintTargets.push(proto);
-}
-// EventEmitter bookkeeping on `process` that Pyodide's instances change; the
-// listeners themselves are counted separately.
-const VOLATILE = new Set(['_events', '_eventsCount', 'exitCode']);
-function fingerprint() {
-  return fingerprintTargets.map((o) => {
-    const d = Object.getOwnPropertyDescriptors(o);
-    return [Object.getPrototypeOf(o), Object.isExtensible(o),
-      ...Reflect.ownKeys(d).filter((k) => !(o === process && VOLATILE.has(k)))
-        .flatMap((k) => [k, d[k].value, d[k].get, d[k].set, d[k].writable])];
-  });
-}
-function sameFingerprint(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    if (a[i].length !== b[i].length) { diff = `target ${i} length ${a[i].length} -> ${b[i].length}: ${b[i].filter((x) => typeof x === 'string' && !a[i].includes(x)).join(',')}`; return false; }
-    for (let j = 0; j < a[i].length; j++) if (!Object.is(a[i][j], b[i][j])) { diff = `target ${i} at ${String(a[i][j - (j % 5) + 2] ?? '')}`; return false; }
-  }
-  return true;
-}
-let diff = '';
-
-// The next submission's interpreter is restored while this process waits.
-let next = freshEngine();
-await next;
-let queue = Promise.resolve();
-process.on('message', (msg) => {
-  if (!msg || msg.type !== 'grade') return;
-  queue = queue.then(() => grade(msg));
-});
-process.on('disconnect', () => exit(0));
-const clean = fingerprint();
-send({ type: 'ready', pid: process.pid });
-
-async function grade({ id, lab, source, seed }) {
-  let engine, alarms, interpreter, compiles = true;
+const CAP_MB = FRAME_CAP_BYTES >> 20;
+// A frame over the cap is never sent (frames.mjs checks before writing): a value
+// or a message that large is answered as what it is instead.
+function sendOr(frame, instead) {
   try {
-    interpreter = await next;
-    const { pyodide } = interpreter;
-    ({ alarms } = interpreter);
-    // Python's own compile(), before the bridge runs anything of the submission: a
-    // source it refuses never ran, so its interpreter stays as fresh as a restored
-    // one. Decided here, so nothing a submission does can make it look unused.
-    const builtins = pyodide.pyimport('builtins');
-    try {
-      builtins.compile(String(source), 'solution.py', 'exec').destroy();
-    } catch {
-      compiles = false;
-    } finally {
-      builtins.destroy();
+    wire.send(frame);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    wire.send(instead);
+  }
+}
+const hostError = (message) => JSON.stringify({ error: { kind: 'host', message } });
+
+try {
+  wire.send({ t: 'ready' });
+  const load = wire.receive();
+  if (load.t !== 'load') exit(5);
+  const limitS = load.limit_s;
+  sendOr({ t: 'loaded', v: py.load(String(load.source), JSON.stringify(load.functions), limitS) },
+    { t: 'loaded', v: JSON.stringify({ error: `Loading your code produced a message larger than ${CAP_MB} MB, so no test ran.` }) });
+  for (;;) {
+    const m = wire.receive();
+    if (m.t === 'call') {
+      const world = m.world ? remoteWorld(m.world, m.free === true) : null;
+      const v = py.call(m.fn, m.args, world, limitS);
+      // Not text: the interpreter ended under the call (os._exit, say); so does this
+      // process, and the coordinator reports that.
+      if (typeof v !== 'string') exit(6);
+      const pending = world && world.pending.length ? { pending: world.pending } : {};
+      sendOr({ t: 'ret', v, ...pending },
+        { t: 'ret', v: hostError(`\`${m.fn}\` returned a value larger than the ${CAP_MB} MB the grader takes`), ...pending });
+    } else if (m.t === 'out') {
+      let v = null;
+      try { v = py.takeOutput() ?? null; } catch { /* an interpreter that exited: no output */ }
+      wire.send({ t: 'out', v });
+    } else {
+      exit(0);
     }
-    engine = createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, ...(lab ? { labId: lab } : {}) });
-  } catch (e) {
-    send({ type: 'result', id, report: null, transcript: [], failure: `no fresh interpreter: ${e && e.message}`, ms: 0, alarms: [], tainted: true });
-    exit(4);
   }
-  send({ type: 'started', id });
-  const transcript = [];
-  let report = null;
-  let failure = null;
-  const t0 = performance.now();
-  try {
-    report = engine.run(source, { seed, transcript });
-  } catch (e) {
-    failure = String((e && e.message) || e).slice(0, 500);
-  }
-  const ms = performance.now() - t0;
-  let alarm = [];
-  let unanswered = false;
-  try {
-    alarm = JSON.parse(alarms());
-  } catch {
-    alarm = ['the bridge could not be asked for its alarms'];
-    unanswered = true;
-  }
-  const tainted = unanswered || !sameFingerprint(clean, fingerprint());
-  try {
-    send({ type: 'result', id, report: report && JSON.stringify(report), transcript, failure, ms, alarms: alarm, tainted, diff, kept: !compiles && !tainted });
-  } catch (e) {
-    send({ type: 'result', id, report: null, transcript: [], failure: `the result could not be sent: ${e && e.message}`, ms, alarms: alarm, tainted: true });
-  }
-  // A refused import (an alarm) means the first wall held; the process is kept
-  // unless its JavaScript realm changed, since the next submission gets a fresh
-  // interpreter and its verdict is replayed outside anyway.
-  if (tainted) {
-    // Unfit for another submission: the coordinator replaces this process.
-    setTimeout(() => exit(3), 10);
-    await new Promise(() => {});
-  }
-  // A source that did not compile ran nothing: its interpreter serves the next
-  // submission, sparing a restore (about 150 ms of CPU).
-  next = compiles ? freshEngine() : Promise.resolve(interpreter);
-  next.catch(() => {});
+} catch {
+  // The pipe closed (the coordinator is done with it) or the interpreter ended.
+  exit(0);
 }

@@ -18,6 +18,7 @@ import types
 SOLUTION_FILE = "solution.py"
 OUTPUT_CAP = 2000   # characters of print output kept per test
 REPR_CAP = 300      # characters of an unknown value's repr kept for messages
+MESSAGE_CAP = 4000  # characters of a traceback kept (the engine caps a report's fields at 4096)
 DEPTH_CAP = 20      # nesting of tuples/lists described before giving up
 
 _solution = None    # the learner's module, fresh for each run
@@ -296,7 +297,10 @@ def _learner_only(te):
 
 def _format_exception(exc):
     te = traceback.TracebackException.from_exception(exc)
-    return "".join(_learner_only(te).format())
+    text = "".join(_learner_only(te).format())
+    if len(text) > MESSAGE_CAP:
+        text = text[:MESSAGE_CAP] + f"\n[cut at {MESSAGE_CAP} characters]\n"
+    return text
 
 
 # ---------------------------------------------------------------------------

@@ -17,39 +17,36 @@ const BRIDGE_MODULE = 'delivery_lab_bridge';
  * @param {string} o.bridgeSource  the text of src/bridge.py
  * @param {string} [o.labId]
  */
-// The world's operations a learner call can reach (src/wasm.rs `World`).
-export const WORLD_OPS = ['now_s', 'kv_get', 'kv_set', 'kv_delete', 'send', 'uniform'];
-// The courier lab's world (src/wasm.rs `CourierWorld`).
-export const COURIER_OPS = ['statement', 'send', 'lookup'];
+// The operations a learner call can reach on its world, with the types of their
+// arguments (src/wasm.rs `World` for deliver-once, `CourierWorld` for courier;
+// `number?` is a number or null). The grading CLI's coordinator performs them for
+// a sandbox and checks what the sandbox asks against this table first.
+export const WORLD_OPS = {
+  world: {
+    now_s: [],
+    kv_get: ['string'],
+    kv_set: ['string', 'string', 'number?', 'boolean'],
+    kv_delete: ['string'],
+    send: ['string'],
+    uniform: ['number', 'number'],
+  },
+  courier: {
+    statement: ['boolean'],
+    send: ['string', 'string', 'string', 'number?'],
+    lookup: ['string'],
+  },
+};
 
-// A stand-in for the world of one call that forwards each operation to it and
-// records the operation, its arguments and its answer (or what it threw).
-function recordingWorld(world, ops) {
-  if (!world) return world; // the host's own operations have no world
-  const recorder = {};
-  for (const op of ('statement' in world ? COURIER_OPS : WORLD_OPS)) {
-    recorder[op] = (...args) => {
-      const rec = { op, args: args.map((a) => (a === undefined ? null : a)) };
-      ops.push(rec);
-      try {
-        const result = world[op](...args);
-        rec.result = result === undefined ? null : result;
-        return result;
-      } catch (e) {
-        rec.threw = String((e && e.message) || e);
-        throw e;
-      }
-    };
-  }
-  return recorder;
-}
+/** Which of WORLD_OPS a world the grader passed is. */
+export const worldKind = (world) => (!world ? null : 'statement' in world ? 'courier' : 'world');
 
-export function createEngine({ pyodide, Grader, bridgeSource, labId = LAB_ID }) {
-  if (!bridgeSource) throw new Error('createEngine: bridgeSource (the text of bridge.py) is required');
-  // One long-lived Grader: it parses and checks the lab's cases once.
-  const grader = new Grader();
-  const lab = JSON.parse(grader.lab(labId));
-
+/**
+ * The bridge's entry points in `pyodide` (bridge.py imported from a file, once):
+ * `load(source, functionsJson, limitS)`, `call(fnName, argsJson, world)`,
+ * `takeOutput()`. The page's engine and the grading CLI's sandbox both use them.
+ */
+export function bridgeOf(pyodide, bridgeSource) {
+  if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
   const sys = pyodide.pyimport('sys');
@@ -58,56 +55,49 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId = LAB_ID }) 
   const bridge = pyodide.pyimport(BRIDGE_MODULE);
   // Kept for the engine's life: looking a PyProxy up again per call would cost
   // more than the call itself.
-  const pyLoad = bridge.load;
-  const pyCall = bridge.call;
-  const pyTakeOutput = bridge.take_output;
-  const functionsJson = JSON.stringify(lab.functions);
+  const call = bridge.call;
+  const takeOutput = bridge.take_output;
+  return {
+    load: bridge.load,
+    /** One learner call; always answers the JSON text the grader reads. */
+    call(fnName, argsJson, world, limitS) {
+      try {
+        return call(fnName, argsJson, world);
+      } catch (e) {
+        // bridge.call catches the learner's errors; an interrupt that lands just
+        // outside its try, or a fault of the host itself, gets here.
+        return e && e.type === 'KeyboardInterrupt'
+          ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
+          : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } });
+      }
+    },
+    takeOutput() {
+      const out = takeOutput();
+      return typeof out === 'string' ? out : undefined;
+    },
+  };
+}
 
-  // When a run records a transcript (the grading CLI does: its coordinator
-  // replays it against its own grader, outside the sandbox), every learner call,
-  // every world operation with its arguments and answer, and every captured
-  // output are appended here, in the order the grader saw them.
-  let transcript = null;
+export function createEngine({ pyodide, Grader, bridgeSource, labId = LAB_ID }) {
+  // One long-lived Grader: it parses and checks the lab's cases once.
+  const grader = new Grader();
+  const lab = JSON.parse(grader.lab(labId));
+  const py = bridgeOf(pyodide, bridgeSource);
+  const functionsJson = JSON.stringify(lab.functions);
 
   // The object the grader calls into. It runs each learner function with the
   // world the grader passes, and hands back the captured prints per test.
   const solution = {
     call(fnName, argsJson, world) {
-      let entry = null;
       try {
-        if (transcript) {
-          entry = { t: 'call', fn: fnName, args: argsJson, ops: [], ret: null };
-          transcript.push(entry);
-          entry.ret = pyCall(fnName, argsJson, recordingWorld(world, entry.ops));
-          return entry.ret;
-        }
-        return pyCall(fnName, argsJson, world);
-      } catch (e) {
-        // bridge.call catches the learner's errors; an interrupt that lands just
-        // outside its try, or a fault of the host itself, gets here.
-        const answer = e && e.type === 'KeyboardInterrupt'
-          ? JSON.stringify({ error: { kind: 'timeout', limit_s: lab.time_limit_s } })
-          : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } });
-        if (entry) entry.ret = answer;
-        return answer;
+        return py.call(fnName, argsJson, world, lab.time_limit_s);
       } finally {
         // The world is valid for this call only; freeing its small JS-owned
         // wrapper now spares the GC thousands of them per run.
         if (world && typeof world.free === 'function') world.free();
       }
     },
-    take_output() {
-      let text;
-      try {
-        const out = pyTakeOutput();
-        text = typeof out === 'string' ? out : undefined;
-      } finally {
-        // Recorded even when it throws (an interpreter that exited): the grader
-        // then goes on without the output, and so must the replay.
-        if (transcript) transcript.push({ t: 'out', out: text ?? null });
-      }
-      return text;
-    },
+    take_output: () => py.takeOutput(),
   };
 
   const seedOf = (seed) => (seed === undefined || seed === null ? lab.default_seed : seed);
@@ -120,22 +110,13 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId = LAB_ID }) 
     return JSON.parse(grader.timeout_report(labId, seedOf(seed), message));
   }
 
-  /**
-   * Grades `source`; returns the report object (the engine's JSON, parsed).
-   * With `transcript` (an array), the run's learner calls are recorded into it
-   * (see above); the report is the same either way.
-   */
-  function run(source, { seed, transcript: record } = {}) {
+  /** Grades `source`; returns the report object (the engine's JSON, parsed). */
+  function run(source, { seed } = {}) {
     seed = seedOf(seed);
-    const loaded = JSON.parse(pyLoad(String(source), functionsJson, lab.time_limit_s));
+    const loaded = JSON.parse(py.load(String(source), functionsJson, lab.time_limit_s));
     if (loaded.error) return errorReport(loaded.error, seed);
     if (loaded.timeout) return timeoutReport(loaded.timeout, seed);
-    transcript = Array.isArray(record) ? record : null;
-    try {
-      return JSON.parse(grader.grade(labId, solution, seed));
-    } finally {
-      transcript = null;
-    }
+    return JSON.parse(grader.grade(labId, solution, seed));
   }
 
   return { lab, grader, run, errorReport, timeoutReport };

@@ -10,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadGrader } from '../../src/node_host.mjs';
+import { createGradingPool, LINE_CAP_BYTES, sandboxCommand } from '../pool.mjs';
+import { jailCommand, RLIMITS } from '../jail.mjs';
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const GRADE = path.join(WWW, 'cli/grade.mjs');
@@ -44,7 +46,7 @@ function expectations(source) {
   return { status, message };
 }
 
-const allMessages = (line) => [line.message ?? '', ...line.tests.map((t) => t.message ?? '')].join('\n');
+const allMessages = (line) => [line.message ?? '', ...line.tests.map((t) => (t.status === 'pass' ? '' : `[${t.name}: ${t.status}] ${t.message ?? ''}`))].join('\n').trim();
 
 before(async () => {
   const pkg = await loadGrader();
@@ -77,11 +79,13 @@ test('hostile batch: every attack gets the truth, and correct/wrong submissions 
     expected.set(write(dir, `${n}-b-correct.py`, REFERENCE), { kind: 'correct' });
     expected.set(write(dir, `${n}-c-wrong.py`, STARTER), { kind: 'wrong' });
   });
-  const { code, stdout, stderr } = await grade(['--jobs', '2', '--timeout', '2', '--format', 'json', dir]);
+  const { code, stdout, stderr } = await grade(['--jobs', '2', '--timeout', '4', '--format', 'json', dir]);
   assert.equal(code, 1, stderr);
   const lines = stdout.trim().split('\n');
   // One line per submission, nothing else: prints never reach the CLI's stdout.
   assert.equal(lines.length, expected.size, stdout.slice(0, 2000));
+  // Every line within its cap, whatever the code printed or raised (huge_print.py, huge_raise.py).
+  for (const l of lines) assert.ok(Buffer.byteLength(l) < LINE_CAP_BYTES, `a line of ${Buffer.byteLength(l)} bytes: ${l.slice(0, 200)}`);
   assert.ok(!stdout.includes('FORGED'), 'a printed fake report line reached stdout');
   const seen = new Set();
   for (const l of lines) {
@@ -244,43 +248,99 @@ test('the pool module API: grade() in json and other formats, queued(), close()'
   await assert.rejects(pool.grade({ source: REFERENCE }));
 });
 
-test('the sandbox boundary: no network interface, no host files, no child processes, no code from strings', LIMIT, async () => {
-  const { networkIsolation } = await import('../pool.mjs');
-  if (!networkIsolation()) return;
-  // A script run exactly as a sandbox is (same command line), but a probe.
-  const probe = write(TMP, 'probe.mjs', `
-    import fs from 'node:fs';
-    import cp from 'node:child_process';
-    import net from 'node:net';
-    const r = {};
-    try { fs.readFileSync('/etc/passwd'); r.read = 'allowed'; } catch (e) { r.read = e.code; }
-    try { fs.writeFileSync('/tmp/x-sandbox-probe', 'x'); r.write = 'allowed'; } catch (e) { r.write = e.code; }
-    try { cp.execFileSync('/bin/true'); r.spawn = 'allowed'; } catch (e) { r.spawn = e.code; }
-    try { new Function('return 1')(); r.codegen = 'allowed'; } catch (e) { r.codegen = e.name; }
-    r.env = Object.keys(process.env).filter((k) => !k.startsWith('NODE_CHANNEL'));
-    r.uid = process.getuid();
-    const s = net.connect({ host: '1.1.1.1', port: 80 });
-    s.on('error', (e) => { r.net = e.code; process.send(r); process.exit(0); });
-    s.on('connect', () => { r.net = 'connected'; process.send(r); process.exit(0); });
-  `);
-  const { sandboxSpawnArgs } = await import('../pool.mjs');
-  const { cmd, args } = sandboxSpawnArgs(probe);
-  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {} });
-  let err = '';
+/** Runs `script` with `command`; resolves to what it wrote on fd 4, parsed. */
+async function runProbe({ cmd, args }) {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe', 'ignore', 'pipe'], env: {} });
+  let err = '', out = '';
   child.stderr.on('data', (d) => { err += d; });
-  const r = await new Promise((resolve, reject) => {
-    child.on('message', resolve);
-    child.on('exit', (code) => reject(new Error(`probe exited ${code}: ${err}`)));
-  });
-  child.kill('SIGKILL');
-  assert.equal(r.read, 'ERR_ACCESS_DENIED');
-  assert.equal(r.write, 'ERR_ACCESS_DENIED');
-  assert.equal(r.spawn, 'ERR_ACCESS_DENIED');
-  assert.equal(r.codegen, 'EvalError');
-  assert.deepEqual(r.env, []);
-  assert.equal(r.uid, 65534);
-  assert.ok(['ENETUNREACH', 'EACCES', 'ERR_ACCESS_DENIED', 'EHOSTUNREACH'].includes(r.net), r.net);
+  child.stdio[4].on('data', (d) => { out += d; });
+  await new Promise((resolve) => child.on('exit', resolve));
+  assert.ok(out, `the probe said nothing: ${err}`);
+  return JSON.parse(out);
+}
+
+const PROBE_HEAD = `
+  import fs from 'node:fs';
+  import cp from 'node:child_process';
+  import net from 'node:net';
+  const r = {};
+  const attempt = (f) => { try { f(); return 'allowed'; } catch (e) { return e.code || e.name; } };
+  r.read = attempt(() => fs.readFileSync('/etc/passwd'));
+  r.grader = attempt(() => fs.readFileSync(${JSON.stringify(`${WWW}pkg/delivery_lab_bg.wasm`)}));
+  r.hidden = attempt(() => fs.readFileSync(${JSON.stringify(path.join(WWW, '../hidden-tests/README.md'))}));
+  r.source = attempt(() => fs.readFileSync(${JSON.stringify(path.join(WWW, '../src/deliver_once/reference.py'))}));
+  r.write = attempt(() => fs.writeFileSync('/tmp/x-sandbox-probe', 'x'));
+  r.spawn = attempt(() => cp.execFileSync('/bin/true'));
+  r.codegen = attempt(() => new Function('return 1')());
+  r.env = Object.entries(process.env).map(([k, v]) => \`\${k}=\${v}\`);
+  r.uid = process.getuid();
+  r.pid = process.pid;
+  try { r.limits = fs.readFileSync('/proc/self/limits', 'utf8'); } catch (e) { r.limits = e.code; }
+  try { r.procs = fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n)); } catch (e) { r.procs = e.code; }
+  const s = net.connect({ host: '1.1.1.1', port: 80 });
+  const done = () => { fs.writeSync(4, JSON.stringify(r)); process.exit(0); };
+  s.on('error', (e) => { r.net = e.code; done(); });
+  s.on('connect', () => { r.net = 'connected'; done(); });
+`;
+
+test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlimits) and Node (permissions, no code from strings)', LIMIT, async () => {
+  const probe = write(TMP, 'probe.mjs', PROBE_HEAD);
+  const NO_FILE = ['ENOENT'];
+  // bubblewrap alone (no permission model): what the kernel enforces.
+  const jail = await runProbe(jailCommand([process.execPath, probe], [probe]));
+  // /etc, the grader, the hidden tests and the lab's sources are not in its view.
+  for (const k of ['read', 'grader', 'hidden', 'source']) assert.ok(NO_FILE.includes(jail[k]), `jail ${k}: ${jail[k]}`);
+  assert.equal(jail.write, 'EROFS');
+  // Nothing of the host's environment (bubblewrap sets PWD for the folder it starts in).
+  assert.deepEqual(jail.env, ['PWD=/']);
+  // Starting a process is the permission model's to refuse (below); the jail bounds them (nproc).
+  // Its own PID namespace: pid 2 under bubblewrap's init, and no other process of
+  // the machine to see or signal.
+  assert.equal(jail.pid, 2);
+  assert.deepEqual(jail.procs.sort(), ['1', '2']);
+  assert.ok(['ENETUNREACH', 'EHOSTUNREACH'].includes(jail.net), jail.net);
+  assert.match(jail.limits, new RegExp(`Max file size\\s+${RLIMITS.fsize}\\s+${RLIMITS.fsize}`));
+  assert.match(jail.limits, new RegExp(`Max processes\\s+${RLIMITS.nproc}\\s`));
+  assert.match(jail.limits, new RegExp(`Max data size\\s+${RLIMITS.data}\\s`));
+  // The sandbox's own command line: both walls.
+  const both = await runProbe(sandboxCommand({ script: probe }));
+  for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.ok(['ERR_ACCESS_DENIED', 'ENOENT'].includes(both[k]), `sandbox ${k}: ${both[k]}`);
+  assert.equal(both.codegen, 'EvalError');
+  assert.deepEqual(both.env, ['PWD=/']);
+  assert.equal(both.pid, 2);
+  assert.equal(both.procs, 'ERR_ACCESS_DENIED');
+  assert.ok(['ENETUNREACH', 'EHOSTUNREACH', 'ERR_ACCESS_DENIED'].includes(both.net), both.net);
+  // And without bubblewrap (--no-sandbox), Node's wall still holds.
+  const node = await runProbe(sandboxCommand({ script: probe, jailed: false }));
+  for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.equal(node[k], 'ERR_ACCESS_DENIED', `node ${k}`);
+  assert.equal(node.codegen, 'EvalError');
   assert.ok(!fs.existsSync('/tmp/x-sandbox-probe'));
+});
+
+test('no signal leaves a sandbox: a process of the same user outside, and a sibling sandbox, survive a kill of every pid', LIMIT, async () => {
+  // A process of the sandboxes' own user on the host (nobody when the grader runs
+  // as root), whose pid the submission is given.
+  const asSandboxUser = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
+  const sentinel = spawn(asSandboxUser[0] ?? 'sleep', [...asSandboxUser.slice(1), ...(asSandboxUser.length ? ['sleep'] : []), '120'], { stdio: 'ignore' });
+  const killer = fs.readFileSync(path.join(HOSTILE, 'js_kill_everything.py'), 'utf8')
+    .replace('list(range(4096, 2, -1))', `[${sentinel.pid}, ${process.pid}, ${process.ppid}] + list(range(4096, 2, -1))`);
+  const pool = createGradingPool({ jobs: 2 });
+  try {
+    await pool.ready;
+    const [k, sibling] = await Promise.all([
+      pool.grade({ source: killer }).then(JSON.parse),
+      pool.grade({ source: REFERENCE }).then(JSON.parse),
+    ]);
+    assert.equal(k.status, 'error');
+    assert.match(k.message, /ended the grader's Python process/);
+    assert.equal(sibling.status, 'pass', allMessages(sibling).slice(0, 300));
+    assert.equal(sentinel.exitCode, null, 'the sentinel was killed');
+    assert.equal(sentinel.signalCode, null, 'the sentinel was killed');
+    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+  } finally {
+    sentinel.kill('SIGKILL');
+    await pool.close();
+  }
 });
 
 test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT, async () => {
@@ -295,33 +355,124 @@ test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT
   assert.ok(pool.stats.peakRssMb < 256 + 1024, `peak RSS ${pool.stats.peakRssMb} MB`);
 });
 
-test('clean interpreter: after poisoning, the same sandbox process grades the next submissions right', LIMIT, async () => {
-  const { createGradingPool } = await import('../pool.mjs');
+test('a fresh sandbox process per submission: poison, plants and a syntax error\'s text never reach the next one', LIMIT, async () => {
   const pool = createGradingPool({ jobs: 1 });
   await pool.ready;
-  // import_js.py and pyodide_js.py raise hardening alarms: a refused import keeps
-  // the process (the first wall held), and the next submission is still clean.
-  const poison = ['poison_builtins.py', 'poison_bridge.py', 'raises_baseexceptions.py', 'frames_and_heap.py',
-    'import_js.py', 'pyodide_js.py']
-    .map((f) => fs.readFileSync(path.join(HOSTILE, f), 'utf8'));
-  // A tracer and a seeded `random` that would change a correct solution's draws.
-  poison.push('import random, sys\nrandom.seed(99)\n_u = random.uniform\nrandom.uniform = lambda a, b: b\nsys.settrace(lambda *a: None)\n'
-    + 'def deliver_once(task, provider, kv, policy):\n    return "sent"\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n');
-  for (const source of poison) {
-    const bad = JSON.parse(await pool.grade({ source }));
-    assert.notEqual(bad.status, 'pass');
-    const good = JSON.parse(await pool.grade({ source: REFERENCE }));
-    assert.equal(good.status, 'pass', allMessages(good).slice(0, 500));
-    const wrong = JSON.parse(await pool.grade({ source: STARTER }));
-    assert.equal(wrong.status, 'fail');
+  try {
+    const poison = ['poison_builtins.py', 'poison_bridge.py', 'raises_baseexceptions.py', 'frames_and_heap.py',
+      'import_js.py', 'pyodide_js.py', 'js_plant_next.py']
+      .map((f) => fs.readFileSync(path.join(HOSTILE, f), 'utf8'));
+    // A tracer and a seeded `random` that would change a correct solution's draws.
+    poison.push('import random, sys\nrandom.seed(99)\n_u = random.uniform\nrandom.uniform = lambda a, b: b\nsys.settrace(lambda *a: None)\n'
+      + 'def deliver_once(task, provider, kv, policy):\n    return "sent"\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n');
+    let graded = 0;
+    for (const source of poison) {
+      const bad = JSON.parse(await pool.grade({ source }));
+      assert.notEqual(bad.status, 'pass');
+      const good = JSON.parse(await pool.grade({ source: REFERENCE }));
+      assert.equal(good.status, 'pass', allMessages(good).slice(0, 500));
+      const wrong = JSON.parse(await pool.grade({ source: STARTER }));
+      assert.equal(wrong.status, 'fail');
+      graded += 3;
+    }
+    // A syntax error holding a secret, then a submission that looks for it
+    // everywhere it can (its heap, linecache, sys.modules, JavaScript's globals)
+    // and says what it found in every example test's message.
+    const SECRET = 'SECRET-of-the-previous-learner-8d41';
+    const syntax = JSON.parse(await pool.grade({ source: `# ${SECRET}\ndef deliver_once(task, provider, kv, policy)\n    return "${SECRET}"\n` }));
+    assert.equal(syntax.status, 'error');
+    const seeker = `import gc, linecache, sys
+def _look():
+    found = []
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, str) and "SECRET-of" in o and "_look" not in o:
+                found.append(o[:80])
+        except Exception:
+            pass
+    for v in list(linecache.cache.values()):
+        found += [l for l in v[2] if "SECRET-of" in l and "_look" not in l]
+    return found
+def deliver_once(task, provider, kv, policy):
+    raise ValueError("found: " + repr(_look()))
+def next_step(task, result, now, policy, rng):
+    raise ValueError("found: " + repr(_look()))
+`;
+    const seek = await pool.grade({ source: seeker, format: 'text' });
+    assert.match(seek, /found: \[\]/);
+    assert.ok(!seek.includes('8d41'), seek.slice(0, 500));
+    graded += 2;
+    assert.equal(pool.stats.graded, graded);
+    // One process per submission (and the one started ahead for the next).
+    assert.equal(pool.stats.spawned, graded + 1);
+  } finally {
+    await pool.close();
   }
-  // One sandbox process throughout: the fresh interpreter per submission is what
-  // kept the poison from the next one (no process was replaced).
-  assert.equal(pool.stats.spawned, 1);
-  await pool.close();
 });
 
-test('the courier lab: the reference passes, the starter and a resend-without-lookup fail, replayed outside the sandbox', LIMIT, async () => {
+test('no oracle in the sandbox: a submission that says every input it saw shows no hidden case in any report', LIMIT, async () => {
+  const hiddenKeys = fs.readdirSync(path.join(WWW, '../hidden-tests/deliver-once'))
+    .flatMap((f) => [...fs.readFileSync(path.join(WWW, '../hidden-tests/deliver-once', f), 'utf8').matchAll(/task = \{ key = "([^"]+)"/g)].map((m) => m[1]));
+  assert.ok(hiddenKeys.length >= 4, hiddenKeys.join());
+  for (const k of hiddenKeys) assert.ok(!lab.tests.map((t) => t.name).join().includes(k));
+  // It keeps every argument of every call, and raises all of them every time.
+  const teller = `SEEN = []
+def _tell(*args):
+    SEEN.append(repr(args))
+    raise ValueError("seen so far: " + " | ".join(SEEN))
+def deliver_once(task, provider, kv, policy):
+    print("printing:", task.key)
+    _tell(task, policy)
+def next_step(task, result, now, policy, rng):
+    print("printing:", task.key)
+    _tell(task, result, now, policy)
+`;
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const out = await pool.gradeMany({ source: teller, formats: ['json', 'text', 'exercism', 'gradescope'] });
+    const line = JSON.parse(out.json);
+    assert.equal(line.status, 'fail');
+    // It did run and tell (an example's message has its own task's key)...
+    assert.match(allMessages(line), /seen so far: .*order-1042:shipped/);
+    // ...and no hidden input is in any format of the report.
+    for (const [format, text] of Object.entries(out)) {
+      for (const k of hiddenKeys) assert.ok(!text.includes(k), `${format} shows the hidden key ${k}`);
+    }
+  } finally {
+    await pool.close();
+  }
+});
+
+test('a withdrawn submission (AbortSignal) leaves the queue or has its sandbox killed at once', LIMIT, async () => {
+  const loop = fs.readFileSync(path.join(HOSTILE, 'loop_in_function.py'), 'utf8');
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const running = new AbortController();
+    const queued = new AbortController();
+    const a = pool.grade({ source: loop, signal: running.signal });
+    const b = pool.grade({ source: REFERENCE, signal: queued.signal });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(pool.queued(), 2);
+    queued.abort();
+    await assert.rejects(b, { name: 'AbortError' });
+    assert.equal(pool.queued(), 1);
+    const t0 = performance.now();
+    running.abort();
+    await assert.rejects(a, { name: 'AbortError' });
+    assert.ok(performance.now() - t0 < 1000, 'the running submission took over 1 s to end');
+    assert.equal(pool.queued(), 0);
+    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    const pre = new AbortController();
+    pre.abort();
+    await assert.rejects(pool.grade({ source: REFERENCE, signal: pre.signal }), { name: 'AbortError' });
+  } finally {
+    await pool.close();
+  }
+});
+
+test('the courier lab: the reference passes, the starter and a resend-without-lookup fail', LIMIT, async () => {
   const dir = path.join(TMP, 'courier');
   const ref = fs.readFileSync(path.join(WWW, '../src/courier/reference.py'), 'utf8');
   const anchor = '        if attempts > 0:\n';
@@ -339,22 +490,3 @@ test('the courier lab: the reference passes, the starter and a resend-without-lo
   assert.match(chaos.message, /FAIL sends with no lookup since the previous send: [1-9]/);
 });
 
-test('a source that does not compile keeps its interpreter for the next submission, which is graded right', LIMIT, async () => {
-  const { createGradingPool } = await import('../pool.mjs');
-  const pool = createGradingPool({ jobs: 1 });
-  try {
-    await pool.ready;
-    const syntax = JSON.parse(await pool.grade({ source: 'def deliver_once(task, provider, kv, policy)\n    return 1\n' }));
-    assert.equal(syntax.status, 'error');
-    assert.equal(pool.stats.kept, 1);
-    const ok = JSON.parse(await pool.grade({ source: REFERENCE }));
-    assert.equal(ok.status, 'pass');
-    // A source that compiled (and raised at import) gets a fresh interpreter.
-    const raises = JSON.parse(await pool.grade({ source: 'import sys\nsys.modules["json"].dumps = None\nraise ValueError("x")\n' }));
-    assert.equal(raises.status, 'error');
-    assert.equal(pool.stats.kept, 1);
-    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
-  } finally {
-    await pool.close();
-  }
-});

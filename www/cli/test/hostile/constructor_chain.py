@@ -1,7 +1,7 @@
 # Attack: from a JavaScript object Python can reach (the world behind kv), climb the
 # constructor chain: obj.constructor.constructor("return process")() gives Node's process.
 # Expected: code generation from strings is disabled in the sandbox (EvalError), and if it
-# ever worked the verdict still comes from the coordinator's replay; status fail here.
+# ever worked the verdict still comes from the coordinator's grader; status fail here.
 # expect-status: fail
 import gc
 

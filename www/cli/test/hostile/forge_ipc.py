@@ -1,7 +1,7 @@
-# Attack: find the `js` module (globalThis) on the heap and forge the sandbox's IPC
-# message: a passing report with an empty transcript, for every likely job id.
-# Expected: a forged result cannot pass: the coordinator replays the transcript against its
-# own grader (an empty transcript must match its own error report). Never pass.
+# Attack: find the `js` module (globalThis) on the heap and forge a message to the
+# coordinator: a passing report, for every likely job id, through Node's IPC.
+# Expected: there is no IPC channel and no report to forge: the sandbox holds no grader,
+# and the verdict is made by the coordinator's grader from the calls it made. Never pass.
 # expect-status: !pass
 import gc, sys
 forged = []

@@ -1,7 +1,7 @@
 # Attack: look for the expected values in the caller's frames and on the heap (gc), and
 # return whatever looks like an answer.
-# Expected: expected values never enter Python (the grader keeps them in WASM, outside the
-# interpreter, and in the coordinator); nothing is found; status fail.
+# Expected: expected values never enter the sandbox (the grader and its cases live in the
+# coordinator only); nothing is found; status fail.
 # expect-status: fail
 import gc, sys
 

@@ -1,7 +1,7 @@
 # Attack: patch the grader's Python bridge itself (found through gc) so every call looks
 # like a right answer: its value description and its error reporting.
-# Expected: the bridge only translates; verdicts are the engine's, and the coordinator
-# replays the transcript against its own grader; status never pass.
+# Expected: the bridge only translates; verdicts are the coordinator's grader's, from the
+# values the calls returned and what they did to its own world; status never pass.
 # expect-status: !pass
 import gc
 for o in gc.get_objects():

@@ -1,0 +1,167 @@
+// The coordinator's grading thread (one per --jobs slot; started by pool.mjs). It
+// holds the trusted WASM grader: the tests, the worlds, the reference, and the
+// verdict. It drives one sandbox at a time over that sandbox's pipes: the learner's
+// source to load, then each learner call the grader makes, answering every world
+// operation the call asks for with its own world. Nothing the sandbox says is
+// believed beyond what a learner's code could legitimately say (a return value, its
+// prints, its error): the grader compares those with the reference as on the page.
+//
+// The calls are synchronous (the grader calls `solution.call` and waits), so the
+// pipes are read with blocking reads, here in a thread of its own: the main thread
+// keeps its event loop, its timers (the time limit kills the sandbox, which ends a
+// blocked read) and the server.
+import { parentPort } from 'node:worker_threads';
+import fs from 'node:fs';
+import { channel, Closed, ENDED, Interference, RUN_CAP_BYTES, RUN_CAP_OPS } from './frames.mjs';
+import { WORLD_OPS, worldKind } from '../src/engine.mjs';
+
+const WWW = new URL('../', import.meta.url);
+const pkg = await import(new URL('pkg/delivery_lab.js', WWW).href);
+await pkg.default({ module_or_path: fs.readFileSync(new URL('pkg/delivery_lab_bg.wasm', WWW)) });
+const grader = new pkg.Grader();
+
+const TYPES = {
+  string: (v) => typeof v === 'string',
+  number: (v) => typeof v === 'number' && Number.isFinite(v),
+  'number?': (v) => v === null || (typeof v === 'number' && Number.isFinite(v)),
+  boolean: (v) => typeof v === 'boolean',
+};
+
+function argsFit(args, signature) {
+  return Array.isArray(args) && args.length === signature.length && signature.every((t, i) => TYPES[t](args[i]));
+}
+
+/** Waits for a fresh sandbox's `ready`; '' when it came, else why not. */
+function awaitReady({ fdIn, fdOut }) {
+  try {
+    const m = channel(fdIn, fdOut, { runCapBytes: 1024 }).receive();
+    return m.t === 'ready' ? '' : `it sent ${String(m.t).slice(0, 40)} before ready`;
+  } catch (e) {
+    return e.message;
+  }
+}
+
+function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
+  const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
+  const ended = new Int32Array(flag);
+  const state = { problem: null, closed: false, calls: 0, ops: 0 };
+  const stop = (e) => {
+    if (e instanceof Interference) state.problem ??= e.message;
+    else if (e instanceof Closed) state.closed = true;
+    else throw e;
+  };
+  // What a learner call answers once its sandbox is gone or no longer believed.
+  const gone = () => (Atomics.load(ended, 0) === ENDED.timeout
+    ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
+    : JSON.stringify({ error: { kind: 'host', message: 'The grader stopped running your code.' } }));
+
+  // Statements the sandbox ran while they were free (see sandbox.mjs), handed to
+  // the world in order; each must be one the world lets through.
+  function settlePending(world, pending) {
+    if (pending === undefined) return;
+    if (!world || typeof world.statements_free !== 'function' || !Array.isArray(pending)
+      || !pending.every((b) => typeof b === 'boolean')) {
+      throw new Interference('it sent statements this call does not have');
+    }
+    for (const inTx of pending) {
+      if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
+      if (world.statement(inTx) !== 'go') throw new Interference('it ran statements without asking while a fault could land');
+    }
+  }
+  const freeOf = (world) => (world && typeof world.statements_free === 'function' ? world.statements_free() : false);
+
+  function answerOps(world) {
+    const kind = worldKind(world);
+    for (;;) {
+      const m = wire.receive();
+      if (m.t === 'ret') {
+        if (typeof m.v !== 'string') throw new Interference('it answered a call with something other than text');
+        settlePending(world, m.pending);
+        return m.v;
+      }
+      if (m.t !== 'op') throw new Interference(`it sent "${String(m.t).slice(0, 20)}" during a call`);
+      const signature = kind && Object.hasOwn(WORLD_OPS[kind], m.op) ? WORLD_OPS[kind][m.op] : null;
+      if (!signature) throw new Interference('it asked for a world operation this call does not have');
+      if (!argsFit(m.args, signature)) throw new Interference(`it asked for ${m.op} with arguments of the wrong types`);
+      settlePending(world, m.pending);
+      if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
+      let reply;
+      try {
+        const v = world[m.op](...m.args);
+        reply = v === undefined ? { t: 'ans' } : { t: 'ans', v };
+      } catch (err) {
+        reply = { t: 'ans', threw: String((err && err.message) || err) };
+      }
+      if (kind === 'courier') reply.free = freeOf(world);
+      wire.send(reply);
+    }
+  }
+
+  const solution = {
+    call(fnName, argsJson, world) {
+      try {
+        if (state.problem || state.closed) return gone();
+        state.calls++;
+        wire.send({ t: 'call', fn: fnName, args: argsJson, world: worldKind(world), free: freeOf(world) });
+        return answerOps(world);
+      } catch (e) {
+        stop(e);
+        return gone();
+      } finally {
+        if (world && typeof world.free === 'function') world.free();
+      }
+    },
+    take_output() {
+      if (state.problem || state.closed) return undefined;
+      try {
+        wire.send({ t: 'out' });
+        const m = wire.receive();
+        if (m.t !== 'out' || (m.v !== null && typeof m.v !== 'string')) throw new Interference('it answered for its output with something else');
+        return m.v ?? undefined;
+      } catch (e) {
+        stop(e);
+        return undefined;
+      }
+    },
+  };
+
+  let loaded = null;
+  try {
+    wire.send({ t: 'load', source, functions, limit_s: limitS });
+    const m = wire.receive();
+    if (m.t !== 'loaded' || typeof m.v !== 'string') throw new Interference('it did not answer the load');
+    try {
+      loaded = JSON.parse(m.v);
+    } catch {
+      throw new Interference('its answer to the load is not JSON');
+    }
+    if (!loaded || typeof loaded !== 'object') throw new Interference('its answer to the load is not an object');
+  } catch (e) {
+    stop(e);
+  }
+  const result = { outputs: null, loadError: null, loadTimeout: null, problem: null, closed: false, calls: 0, ops: 0, bytes: 0 };
+  if (loaded && typeof loaded.error === 'string') result.loadError = loaded.error;
+  else if (loaded && typeof loaded.timeout === 'string') result.loadTimeout = loaded.timeout;
+  else if (loaded && Array.isArray(loaded.ok)) result.outputs = JSON.parse(grader.grade_formats(lab, solution, seed, formats));
+  else if (loaded) state.problem ??= 'its answer to the load has neither ok, error nor timeout';
+  Object.assign(result, { problem: state.problem, closed: state.closed, calls: state.calls, ops: state.ops, bytes: wire.receivedBytes });
+  return result;
+}
+
+parentPort.on('message', (m) => {
+  if (m.t === 'await-ready') {
+    parentPort.postMessage({ t: 'ready', sid: m.sid, problem: awaitReady(m) });
+  } else if (m.t === 'grade') {
+    let result;
+    try {
+      result = gradeOne(m);
+    } catch (e) {
+      // The grader itself failed (a trap in its WebAssembly, say): this thread is
+      // not trusted with another submission; the pool replaces it.
+      parentPort.postMessage({ t: 'graded', id: m.id, failure: String((e && e.stack) || e).slice(0, 2000) });
+      process.exit(1);
+    }
+    parentPort.postMessage({ t: 'graded', id: m.id, ...result });
+  }
+});
+parentPort.postMessage({ t: 'up' });
