@@ -1,5 +1,6 @@
 // A small static server for www/dist on 127.0.0.1.
-//   node serve.mjs [--port N] [--root DIR] [--quiet] [--grading [--jobs N]] [--no-isolation]
+//   node serve.mjs [--port N] [--root DIR] [--quiet] [--no-isolation] [--host NAME]...
+//                  [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...
 // It sends COOP/COEP so the page is crossOriginIsolated (SharedArrayBuffer, which
 // the 8 s limit's interrupt needs), the MIME types browsers insist on for modules
 // and WASM, and gzip for large compressible files. --port 0 picks a free port;
@@ -9,17 +10,32 @@
 // Cross-Origin-Resource-Policy: cross-origin, so a host page on another origin may
 // frame the lab even when the host itself is cross-origin isolated (COEP
 // require-corp); embed.js, a module script loaded cross-origin, also gets
-// Access-Control-Allow-Origin: *. Nothing sends X-Frame-Options or frame-ancestors.
+// Access-Control-Allow-Origin: *. Pages carry CSP frame-ancestors: 'self' and the
+// origins the build allows to embed them (build.json allowOrigins).
 // --no-isolation leaves COOP/COEP out (a plain site, e.g. the example course page).
 //
 // --grading also answers POST /grade (JSON {lab, source[, seed]} in; the CLI's json
 // report out) with the CLI's sandboxed pool (cli/pool.mjs), --jobs N at a time, at
-// most 2×N more waiting (429 past that), bodies up to 64 KB (413), UTF-8 (400),
-// JSON of that shape (400), known labs only (404).
+// most 2×N more waiting (429 past that), each client address at most
+// --per-client N of those (default max(1, ceil(3×N / 4)); 429 past that), bodies up
+// to 64 KB (413) within 10 s (408), UTF-8 (400), JSON of that shape (400), known
+// labs only (404). A client that disconnects aborts its submission: it leaves the
+// queue, or its sandbox is killed.
+//
+// Whom it serves (DNS rebinding, cross-site posts): only requests whose Host is
+// 127.0.0.1, localhost or [::1] (with the port or without) or a --host NAME (421
+// otherwise, pages included); POST /grade only without an Origin header (curl, the
+// CLI), from the server's own origin, or from an --allow-origin ORIGIN, which also
+// gets CORS headers (403 otherwise).
+//
+// It stays up whatever it is sent: a malformed request gets 400 (431 headers over
+// 16 KB, 408 headers not in within 10 s or a request not in within 30 s) or a closed
+// connection; nothing a request does can throw out of a handler.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { pipeline } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -44,42 +60,103 @@ const MIME = {
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map', '.svg', '.txt', '.py', '.md']);
 const GZIP_MIN_BYTES = 1024;
 
-function parseArgs(argv) {
-  const opts = { port: 8000, root: path.join(HERE, 'dist'), quiet: false, grading: false, jobs: 1, isolate: true };
+const USAGE = 'usage: node serve.mjs [--port N] [--root DIR] [--quiet] [--no-isolation] [--host NAME]...\n'
+  + '                      [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...';
+
+/** The command line as serve()'s options; throws an Error with .usage set on a bad one. */
+export function parseArgs(argv) {
+  const opts = { port: 8000, root: path.join(HERE, 'dist'), quiet: false, grading: false, jobs: 1, isolate: true, hosts: [], allowOrigins: [] };
+  let perClient;
+  const bad = (message) => Object.assign(new Error(message), { usage: true });
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '--port') opts.port = Number(argv[++i]);
-    else if (a.startsWith('--port=')) opts.port = Number(a.slice(7));
-    else if (a === '--root') opts.root = path.resolve(argv[++i]);
-    else if (a.startsWith('--root=')) opts.root = path.resolve(a.slice(7));
+    // --name value or --name=value
+    const value = (name) => {
+      if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);
+      if (i + 1 >= argv.length) throw bad(`${name} needs a value`);
+      return argv[++i];
+    };
+    const is = (name) => a === name || a.startsWith(`${name}=`);
+    if (is('--port')) opts.port = Number(value('--port'));
+    else if (is('--root')) opts.root = path.resolve(value('--root'));
     else if (a === '--quiet') opts.quiet = true;
     else if (a === '--grading') opts.grading = true;
     else if (a === '--no-isolation') opts.isolate = false;
-    else if (a === '--jobs') opts.jobs = Number(argv[++i]);
-    else if (a.startsWith('--jobs=')) opts.jobs = Number(a.slice(7));
-    else if (a === '--help' || a === '-h') {
-      console.log('usage: node serve.mjs [--port N] [--root DIR] [--quiet] [--grading [--jobs N]] [--no-isolation]');
-      process.exit(0);
-    } else {
-      console.error(`serve: unknown argument ${a}`);
-      process.exit(2);
-    }
+    else if (is('--jobs')) opts.jobs = Number(value('--jobs'));
+    else if (is('--per-client')) perClient = Number(value('--per-client'));
+    else if (is('--host')) opts.hosts.push(checkHostName(value('--host')));
+    else if (is('--allow-origin')) opts.allowOrigins.push(checkOrigin(value('--allow-origin')));
+    else if (a === '--help' || a === '-h') throw Object.assign(bad(''), { help: true });
+    else throw bad(`unknown argument ${a}`);
   }
-  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
-    console.error('serve: --port needs a number from 0 to 65535');
-    process.exit(2);
-  }
-  if (!Number.isInteger(opts.jobs) || opts.jobs < 1 || opts.jobs > 64) {
-    console.error('serve: --jobs needs a number from 1 to 64');
-    process.exit(2);
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw bad('--port needs a number from 0 to 65535');
+  if (!Number.isInteger(opts.jobs) || opts.jobs < 1 || opts.jobs > 64) throw bad('--jobs needs a number from 1 to 64');
+  if (perClient !== undefined) {
+    if (!Number.isInteger(perClient) || perClient < 1) throw bad('--per-client needs a whole number from 1');
+    if (opts.grading) opts.grading = { perClient };
   }
   return opts;
 }
 
+/** A --host NAME: a DNS name, an IPv4 address or a bracketed IPv6 one, optionally with :port; lowercased. */
+function checkHostName(name) {
+  if (!/^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i.test(name)) {
+    throw Object.assign(new Error(`--host ${JSON.stringify(name)}: give a host name such as lab.example or lab.example:8443`), { usage: true });
+  }
+  return name.toLowerCase();
+}
+
+/** An --allow-origin ORIGIN: exactly scheme://host[:port], http or https; returned as the browser spells it. */
+function checkOrigin(text) {
+  let u = null;
+  try { u = new URL(text); } catch { /* below */ }
+  if (!u || !/^https?:$/.test(u.protocol) || u.username || u.password || u.pathname !== '/' || u.search || u.hash
+    || (text !== u.origin && text !== `${u.origin}/`)) {
+    throw Object.assign(new Error(`--allow-origin ${JSON.stringify(text)}: give an origin such as https://course.example (no path, no *)`), { usage: true });
+  }
+  return u.origin;
+}
+
+/** What the server accepts as Host: each name as given and, without a port, with the server's. */
+function hostSet(names, port) {
+  const set = new Set();
+  for (const n of names) {
+    const h = n.toLowerCase();
+    set.add(h);
+    if (!/:\d+$/.test(h)) set.add(`${h}:${port}`);
+  }
+  return set;
+}
+
+export const LOOPBACK_NAMES = Object.freeze(['127.0.0.1', 'localhost', '[::1]']);
+
+// How long and how much a client may take. Each is an option of serve() (tests make
+// them short); the body limits of POST /grade are in GRADE_LIMITS.
+export const SERVER_LIMITS = Object.freeze({
+  headersTimeoutMs: 10_000, // request line and headers (slowloris): 408 past it
+  requestTimeoutMs: 30_000, // the whole request, body included: 408, or the connection closed
+  keepAliveTimeoutMs: 5_000, // an idle kept-alive connection is closed after this
+  maxRequestsPerSocket: 100, // the 100th answer on a connection says Connection: close
+  maxHeaderSize: 16 * 1024, // request line and headers: 431 past it
+  maxConnections: 512, // more at once are closed as they arrive
+});
+
 // ---------------------------------------------------------------------------
 // POST /grade
 
-export const GRADE_LIMITS = Object.freeze({ maxBodyBytes: 64 * 1024, waitingPerJob: 2, retryAfterS: 2 });
+// clientShare: one client address may hold at most 1/clientShare of the room (grading
+// plus waiting), at least 1, so a single client cannot fill the queue.
+export const GRADE_LIMITS = Object.freeze({ maxBodyBytes: 64 * 1024, waitingPerJob: 2, retryAfterS: 2, bodyTimeoutMs: 10_000, clientShare: 4 });
+
+/** The origins allowed to embed the build in `root` (its build.json), [] when none. */
+function embedOrigins(root) {
+  try {
+    const list = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).allowOrigins;
+    return Array.isArray(list) ? list.filter((o) => typeof o === 'string' && /^https?:\/\/[^\s;,'"]+$/.test(o)) : [];
+  } catch {
+    return [];
+  }
+}
 
 /** The lab ids the page in `root` has (its build.json), else www/pkg's; null when none. */
 async function knownLabs(root) {
@@ -101,117 +178,235 @@ async function knownLabs(root) {
 }
 
 /**
- * The handler of POST /grade over a grading pool ({ grade({lab, source, seed}) →
- * Promise<string> }). At most `jobs` run and `jobs × waitingPerJob` wait; past that
- * the answer is 429 with Retry-After. Every refusal is JSON `{error}` with a 4xx.
+ * The handler of POST /grade over a grading pool ({ grade({lab, source, seed, format,
+ * signal}) → Promise<string> }; when `signal` aborts, the job leaves the queue or its
+ * sandbox is killed, and the promise rejects). At most `jobs` run and `jobs ×
+ * waitingPerJob` wait, each client address (the socket's remote address) at most
+ * `perClient` of them; past either the answer is 429 with Retry-After. A client that
+ * goes away before its answer aborts its job. Requests with an Origin header other
+ * than the server's own (http or https on the request's Host) or one of
+ * `allowOrigins` get 403; the allowed ones get CORS headers and a preflight answer.
+ * Every refusal is JSON `{error}` with a 4xx.
  * Returns (req, res) => void, with .stats() for tests and logs.
  */
 export function createGradeHandler({ pool, labs = null, jobs = 1, maxBodyBytes = GRADE_LIMITS.maxBodyBytes,
-  maxWaiting = jobs * GRADE_LIMITS.waitingPerJob, retryAfterS = GRADE_LIMITS.retryAfterS, headers = {} }) {
+  maxWaiting = jobs * GRADE_LIMITS.waitingPerJob, perClient, retryAfterS = GRADE_LIMITS.retryAfterS,
+  bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, allowOrigins = [], headers = {} }) {
   let inFlight = 0;
-  const counts = { graded: 0, refused: 0, busy: 0, failed: 0, peak: 0 };
+  const counts = { graded: 0, refused: 0, busy: 0, failed: 0, aborted: 0, peak: 0 };
   const capacity = jobs + maxWaiting;
+  perClient ??= Math.max(1, Math.ceil(capacity / GRADE_LIMITS.clientShare));
+  const byClient = new Map(); // remote address -> submissions waiting or grading
+  const origins = new Set(allowOrigins);
 
   const reply = (res, status, body, extra = {}) => {
-    if (res.headersSent || res.destroyed) return;
-    const text = typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(status, {
-      'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store',
-      'Content-Length': Buffer.byteLength(text), ...headers, ...extra,
-    });
-    res.end(text);
+    // Not when the connection was answered and ended already (a parse error of the body).
+    if (res.headersSent || res.destroyed || (res.socket && !res.socket.writable)) return;
+    try {
+      if (status === 204) {
+        res.writeHead(204, { 'Cache-Control': 'no-store', ...headers, ...extra });
+        res.end();
+        return;
+      }
+      const text = typeof body === 'string' ? body : JSON.stringify(body);
+      res.writeHead(status, {
+        'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store',
+        'Content-Length': Buffer.byteLength(text), ...headers, ...extra,
+      });
+      res.end(text);
+    } catch {
+      res.destroy(); // cannot happen with these headers; never let it throw out
+    }
   };
   const refuse = (res, status, error, extra) => {
     counts.refused += 1;
     reply(res, status, { error }, extra);
   };
+  const busy = (res, error) => {
+    counts.busy += 1;
+    refuse(res, 429, `${error}; try again in ${retryAfterS} s`, { 'Retry-After': String(retryAfterS) });
+  };
 
   function handle(req, res) {
+    const client = req.socket.remoteAddress ?? '?'; // read now: gone once the socket closes
+    const host = String(req.headers.host ?? '').toLowerCase();
+    const origin = req.headers.origin;
+    // No Origin: not a browser's cross-origin request (curl, the CLI). A browser sends
+    // Origin on every POST, same-origin ones included.
+    const own = origin === undefined || origin === `http://${host}` || origin === `https://${host}`;
+    if (!own) {
+      if (!origins.has(origin)) {
+        req.resume();
+        return refuse(res, 403, `this server grades only for its own pages and the origins given with --allow-origin, not ${String(origin).slice(0, 100)}`);
+      }
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Access-Control-Expose-Headers', 'Retry-After');
+      res.setHeader('Vary', 'Origin');
+    }
+    if (req.method === 'OPTIONS') {
+      req.resume();
+      return reply(res, 204, '', {
+        Allow: 'POST, OPTIONS',
+        ...(own ? {} : { 'Access-Control-Allow-Methods': 'POST', 'Access-Control-Allow-Headers': 'Content-Type', 'Access-Control-Max-Age': '600' }),
+      });
+    }
     if (req.method !== 'POST') {
       req.resume();
-      return refuse(res, 405, 'POST a JSON body {"lab": "...", "source": "..."} to /grade', { Allow: 'POST' });
+      return refuse(res, 405, 'POST a JSON body {"lab": "...", "source": "..."} to /grade', { Allow: 'POST, OPTIONS' });
     }
     if (!/^application\/json\b/i.test(req.headers['content-type'] || '')) {
       req.resume();
       return refuse(res, 415, 'the body must be JSON, sent with Content-Type: application/json');
     }
-    const tooLarge = () => {
-      // Say so, then close the connection rather than read a large body to its end.
-      refuse(res, 413, `the body is larger than ${maxBodyBytes} bytes`, { Connection: 'close' });
-      res.once('finish', () => req.destroy());
+    // Said once, then the connection closes rather than read the rest of the body.
+    let answered = false;
+    let timer = null;
+    const cutOff = (status, error) => {
+      answered = true;
+      clearTimeout(timer);
+      refuse(res, status, error, { Connection: 'close' });
+      lingeringClose(req.socket);
+      req.resume();
     };
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > maxBodyBytes) return tooLarge();
+    if (Number.isFinite(declared) && declared > maxBodyBytes) return cutOff(413, `the body is larger than ${maxBodyBytes} bytes`);
+    // A body that trickles in or never ends holds a connection, not a slot: cut it off.
+    timer = setTimeout(() => {
+      if (!answered) cutOff(408, `the body did not arrive within ${bodyTimeoutMs / 1000} s`);
+    }, bodyTimeoutMs);
+    timer.unref();
+    res.once('close', () => clearTimeout(timer));
     const chunks = [];
     let size = 0;
-    let over = false;
     req.on('data', (c) => {
-      if (over) return;
+      if (answered) return;
       size += c.length;
-      if (size > maxBodyBytes) { over = true; tooLarge(); return; }
+      if (size > maxBodyBytes) return cutOff(413, `the body is larger than ${maxBodyBytes} bytes`);
       chunks.push(c);
     });
     req.on('error', () => {}); // a client that goes away mid-body: nothing to answer
     req.on('end', () => {
-      if (over) return;
-      let text;
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
       try {
-        text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-      } catch {
-        return refuse(res, 400, 'the body is not valid UTF-8');
-      }
-      let body;
-      try {
-        body = JSON.parse(text);
+        submit(req, res, client, Buffer.concat(chunks));
       } catch (e) {
-        return refuse(res, 400, `the body is not valid JSON (${e.message})`);
+        // A bug, not the client's fault; the server stays up and says so.
+        console.error(`serve: POST /grade failed: ${e?.stack || e}`);
+        counts.failed += 1;
+        reply(res, 500, { error: 'the server failed to handle this submission' });
       }
-      if (!body || typeof body !== 'object' || Array.isArray(body)) return refuse(res, 400, 'the body must be a JSON object {"lab": "...", "source": "..."}');
-      const { lab, source, seed } = body;
-      if (typeof lab !== 'string' || !lab) return refuse(res, 400, '"lab" must be a lab id, a string');
-      if (typeof source !== 'string') return refuse(res, 400, '"source" must be the Python source, a string');
-      if (seed !== undefined && !(Number.isSafeInteger(seed) && seed >= 0)) {
-        return refuse(res, 400, '"seed", when given, must be a non-negative integer');
-      }
-      const extra = Object.keys(body).filter((k) => !['lab', 'source', 'seed'].includes(k));
-      if (extra.length) return refuse(res, 400, `unknown field(s): ${extra.join(', ')}; send lab, source and optionally seed`);
-      if (labs && !labs.includes(lab)) return refuse(res, 404, `unknown lab "${lab.slice(0, 80)}"; this server grades: ${labs.join(', ')}`);
-      if (inFlight >= capacity) {
-        counts.busy += 1;
-        return refuse(res, 429, `too many submissions at once (${jobs} grading, ${maxWaiting} waiting); try again in ${retryAfterS} s`,
-          { 'Retry-After': String(retryAfterS) });
-      }
-      inFlight += 1;
-      counts.peak = Math.max(counts.peak, inFlight);
-      Promise.resolve()
-        .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), format: 'json' }))
-        .then((json) => {
-          counts.graded += 1;
-          reply(res, 200, String(json).trim());
-        }, (e) => {
-          counts.failed += 1;
-          reply(res, 500, { error: `the grader failed: ${e?.message || e}` });
-        })
-        .finally(() => { inFlight -= 1; });
     });
   }
-  handle.stats = () => ({ ...counts, inFlight, capacity });
+
+  function submit(req, res, client, bytes) {
+    let text;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    } catch {
+      return refuse(res, 400, 'the body is not valid UTF-8');
+    }
+    let body;
+    try {
+      body = JSON.parse(text);
+    } catch (e) {
+      return refuse(res, 400, `the body is not valid JSON (${e.message})`);
+    }
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return refuse(res, 400, 'the body must be a JSON object {"lab": "...", "source": "..."}');
+    const { lab, source, seed } = body;
+    if (typeof lab !== 'string' || !lab) return refuse(res, 400, '"lab" must be a lab id, a string');
+    if (typeof source !== 'string') return refuse(res, 400, '"source" must be the Python source, a string');
+    if (seed !== undefined && !(Number.isSafeInteger(seed) && seed >= 0)) {
+      return refuse(res, 400, '"seed", when given, must be a non-negative integer');
+    }
+    const extra = Object.keys(body).filter((k) => !['lab', 'source', 'seed'].includes(k));
+    if (extra.length) return refuse(res, 400, `unknown field(s): ${extra.join(', ')}; send lab, source and optionally seed`);
+    if (labs && !labs.includes(lab)) return refuse(res, 404, `unknown lab "${lab.slice(0, 80)}"; this server grades: ${labs.join(', ')}`);
+    if (inFlight >= capacity) return busy(res, `too many submissions at once (${jobs} grading, ${maxWaiting} waiting)`);
+    const mine = byClient.get(client) ?? 0;
+    if (mine >= perClient) return busy(res, `too many submissions at once from this address (at most ${perClient} waiting or grading)`);
+    // The client may be gone already (its 'close' has fired): grade nothing for nobody.
+    const socket = req.socket;
+    if (res.destroyed || !socket || socket.destroyed) { counts.aborted += 1; return; }
+
+    inFlight += 1;
+    byClient.set(client, mine + 1);
+    counts.peak = Math.max(counts.peak, inFlight);
+    const controller = new AbortController();
+    // Gone before the answer: the job leaves the queue, or its sandbox is killed. The
+    // socket's 'close' covers a response still queued behind a pipelined one.
+    const gone = () => { if (!res.writableEnded) controller.abort(); };
+    res.once('close', gone);
+    socket.once('close', gone);
+    Promise.resolve()
+      .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), format: 'json', signal: controller.signal }))
+      .then((json) => {
+        counts.graded += 1;
+        reply(res, 200, String(json).trim());
+      }, (e) => {
+        if (controller.signal.aborted) { counts.aborted += 1; return; }
+        counts.failed += 1;
+        reply(res, 500, { error: `the grader failed: ${e?.message || e}` });
+      })
+      .finally(() => {
+        inFlight -= 1;
+        const n = byClient.get(client) - 1;
+        if (n > 0) byClient.set(client, n); else byClient.delete(client);
+        res.off('close', gone);
+        socket.off('close', gone);
+      })
+      .catch((e) => console.error(`serve: POST /grade failed: ${e?.stack || e}`));
+  }
+
+  handle.stats = () => ({ ...counts, inFlight, capacity, perClient, clients: byClient.size, queued: pool.queued?.() });
   return handle;
 }
 
+// Closing a connection while the client is still sending resets it, and a reset can
+// make the client drop the answer it was sent (a 413, a 408) unread. So the answer is
+// followed by a FIN, what the client still sends is read and dropped, and the socket
+// is closed when the client closes or LINGER_MS later. Node closes a connection after
+// a "Connection: close" answer with socket.destroySoon(): that is the hook.
+const LINGER_MS = 2000;
+function lingeringClose(socket) {
+  socket.destroySoon = function destroySoonLingering() {
+    if (this.destroyed) return;
+    this.end();
+    setTimeout(() => this.destroy(), LINGER_MS).unref();
+  };
+}
+
+// Per connection: its responses not finished yet, and whether a parse error was answered.
+const OPEN = Symbol('open responses');
+const ANSWERED = Symbol('client error answered');
+const REQUESTS = Symbol('requests on this connection');
+
 /**
  * Starts the server; resolves to { server, url, grading }.
- * @param {{port?:number, root?:string, quiet?:boolean, isolate?:boolean,
- *   grading?: boolean | {pool?:object, jobs?:number, labs?:string[], maxBodyBytes?:number, maxWaiting?:number, timeoutS?:number}}} opts
+ * @param {{port?:number, root?:string, quiet?:boolean, isolate?:boolean, hosts?:string[], allowOrigins?:string[],
+ *   headersTimeoutMs?:number, requestTimeoutMs?:number, keepAliveTimeoutMs?:number, maxRequestsPerSocket?:number,
+ *   maxHeaderSize?:number, maxConnections?:number,
+ *   grading?: boolean | {pool?:object, jobs?:number, labs?:string[], maxBodyBytes?:number, maxWaiting?:number,
+ *     perClient?:number, bodyTimeoutMs?:number, timeoutS?:number}}} opts
  * `grading: true` uses cli/pool.mjs; `{pool}` any object with grade() (the tests' fake).
+ * `hosts` are the Host names served besides LOOPBACK_NAMES; `allowOrigins` the origins
+ * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
-export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet = false, isolate = true, grading = false, jobs = 1 } = {}) {
+export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet = false, isolate = true, grading = false, jobs = 1,
+  hosts = [], allowOrigins = [], ...limits } = {}) {
+  const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
   if (!fs.existsSync(path.join(root, 'index.html'))) {
     throw new Error(`${root} has no index.html: run "npm run build" first`);
   }
   const gzipCache = new Map(); // path -> {mtimeMs, buf}: each file is compressed once
-  const security = (kind) => securityHeaders(isolate, kind);
+  // The origins the build lets embed the lab (build.mjs --allow-origin): browsers
+  // then refuse to frame its pages anywhere else.
+  const frameAncestors = embedOrigins(root);
+  const security = (kind) => securityHeaders(isolate, kind, frameAncestors);
+  hosts = hosts.map(checkHostName);
+  allowOrigins = allowOrigins.map(checkOrigin);
 
   let grade = null;
   let pool = null;
@@ -227,34 +422,63 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
       await pool.ready;
     }
     grade = createGradeHandler({
-      pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root),
+      pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root), allowOrigins,
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),
       ...(g.maxWaiting !== undefined ? { maxWaiting: g.maxWaiting } : {}),
+      ...(g.perClient !== undefined ? { perClient: g.perClient } : {}),
+      ...(g.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: g.bodyTimeoutMs } : {}),
       headers: security('api'),
     });
   }
+  let allowedHosts = new Set(); // filled once the port is known
 
-  const server = http.createServer((req, res) => {
-    const send = (status, body, headers = {}) => {
-      res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', ...security(), ...headers });
-      res.end(body);
-    };
+  const send = (res, status, body, headers = {}) => {
+    res.writeHead(status, {
+      'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body), ...security(), ...headers,
+    });
+    res.end(body);
+  };
+  // A throw in a handler is a bug in this file, never the client's doing: log it, answer
+  // 500 (or drop that connection) and keep serving. The tests expect none.
+  const failed = (res, e) => {
+    console.error(`serve: internal error: ${e?.stack || e}`);
+    try {
+      if (!res.headersSent && !res.destroyed) send(res, 500, 'Internal error\n', { Connection: 'close' });
+      else res.destroy();
+    } catch {
+      res.destroy();
+    }
+  };
+  const guard = (res, fn) => (...args) => {
+    try { fn(...args); } catch (e) { failed(res, e); }
+  };
+
+  function route(req, res) {
+    const n = (req.socket[REQUESTS] = (req.socket[REQUESTS] ?? 0) + 1);
+    if (n >= lim.maxRequestsPerSocket) res.setHeader('Connection', 'close');
+    // DNS rebinding: a page on any name that resolves here would be same-origin with us.
+    const host = typeof req.headers.host === 'string' ? req.headers.host.toLowerCase() : '';
+    if (!allowedHosts.has(host)) return send(res, 421, 'Misdirected request: this server does not answer to that Host\n', { Connection: 'close' });
+    // Origin-form only ("/path"): no absolute URLs, no "*".
+    if (!req.url.startsWith('/')) return send(res, 400, 'Bad request\n');
     let rel;
     try {
-      rel = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+      // Prefixed, not resolved against a base: "//name/x" stays a path.
+      rel = decodeURIComponent(new URL(`http://x${req.url}`).pathname);
     } catch {
-      return send(400, 'Bad request\n');
+      return send(res, 400, 'Bad request\n');
     }
+    if (rel.includes('\0')) return send(res, 400, 'Bad request\n'); // fs throws on a NUL in a path
     if (grade && rel === '/grade') return grade(req, res);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      return send(405, 'Method not allowed\n', { Allow: 'GET, HEAD' });
+      return send(res, 405, 'Method not allowed\n', { Allow: 'GET, HEAD' });
     }
     if (rel.endsWith('/')) rel += 'index.html';
     const file = path.join(root, path.normalize(rel));
     // Nothing outside the root, whatever the URL says.
-    if (file !== root && !file.startsWith(root + path.sep)) return send(403, 'Forbidden\n');
-    fs.stat(file, (err, st) => {
-      if (err || !st.isFile()) return send(404, 'Not found\n');
+    if (file !== root && !file.startsWith(root + path.sep)) return send(res, 403, 'Forbidden\n');
+    fs.stat(file, guard(res, (err, st) => {
+      if (err || !st.isFile()) return send(res, 404, 'Not found\n');
       const ext = path.extname(file).toLowerCase();
       const kind = ext === '.html' ? 'page' : path.relative(root, file) === 'embed.js' ? 'embed' : 'file';
       const etag = `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
@@ -283,21 +507,73 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
       }
       res.writeHead(200, { ...headers, 'Content-Length': st.size });
       if (req.method === 'HEAD') return res.end();
-      fs.createReadStream(file).pipe(res);
-    });
+      // A file that goes away mid-read ends the response early instead of throwing.
+      pipeline(fs.createReadStream(file), res, () => {});
+    }));
+  }
+
+  const server = http.createServer({
+    maxHeaderSize: lim.maxHeaderSize,
+    headersTimeout: lim.headersTimeoutMs,
+    requestTimeout: Math.max(lim.requestTimeoutMs, lim.headersTimeoutMs), // node insists on <=
+    keepAliveTimeout: lim.keepAliveTimeoutMs,
+    // How often node looks for connections past those timeouts (its default is 30 s).
+    connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(Math.min(lim.headersTimeoutMs, lim.requestTimeoutMs) / 4))),
+  }, (req, res) => {
+    res.on('error', () => {}); // a write to a connection that is gone: nothing to do
+    let open = req.socket[OPEN];
+    if (!open) open = req.socket[OPEN] = new Set();
+    open.add(res);
+    res.once('close', () => open.delete(res));
+    res.once('finish', () => open.delete(res));
+    try { route(req, res); } catch (e) { failed(res, e); }
   });
+  server.maxConnections = lim.maxConnections;
 
   server.on('close', () => { pool?.close?.(); });
-  // A client that sends garbage or vanishes must not take the server down.
+  // Malformed HTTP, headers over the limit, timeouts, resets. The parser repeats its
+  // error for every later chunk on that connection: answer once.
   server.on('clientError', (err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    else socket.destroy();
+    try {
+      answerClientError(err, socket);
+    } catch (e) {
+      console.error(`serve: internal error: ${e?.stack || e}`);
+      socket.destroy();
+    }
   });
+  function answerClientError(err, socket) {
+    if (socket[ANSWERED]) return;
+    socket[ANSWERED] = true;
+    const open = [...(socket[OPEN] ?? [])];
+    // A status line may go out when no answer is under way on this connection, or the
+    // one request open is the one whose body broke (its handler waits for that body).
+    const clean = open.length === 0 || (open.length === 1 && !open[0].headersSent && !open[0].req.complete);
+    if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable) {
+      socket.destroy();
+    } else if (clean) {
+      const status = { HPE_HEADER_OVERFLOW: 431, ERR_HTTP_REQUEST_TIMEOUT: 408, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413 }[err.code] ?? 400;
+      socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      setTimeout(() => socket.destroy(), LINGER_MS).unref(); // see lingeringClose
+    } else {
+      // Answers under way for good requests (pipelined before the garbage) go out
+      // first; then the connection closes.
+      const last = open[open.length - 1];
+      if (!last.headersSent) last.setHeader('Connection', 'close');
+      lingeringClose(socket);
+      let left = open.length;
+      for (const res of open) res.once('close', () => { if (--left === 0) socket.destroySoon(); });
+    }
+  }
 
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {
-      const url = `http://127.0.0.1:${server.address().port}/`;
+      server.off('error', reject);
+      // After listening, an error (e.g. EMFILE on accept) is logged, not thrown.
+      server.on('error', (e) => console.error(`serve: ${e.message}`));
+      const bound = server.address().port;
+      allowedHosts = hostSet([...LOOPBACK_NAMES, ...hosts], bound);
+      const url = `http://127.0.0.1:${bound}/`;
       if (!quiet) console.log(url);
       resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : null });
     });
@@ -310,8 +586,9 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
  * CORS and CORP cross-origin), 'api' (POST /grade: for this origin's page only), or
  * 'file' (everything else: only this origin's pages and workers load it).
  */
-function securityHeaders(isolate, kind = 'file') {
+function securityHeaders(isolate, kind = 'file', frameAncestors = []) {
   return {
+    ...(kind === 'page' ? { 'Content-Security-Policy': ['frame-ancestors', "'self'", ...frameAncestors].join(' ') } : {}),
     // Together these make the page crossOriginIsolated.
     ...(isolate ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
     'Cross-Origin-Resource-Policy': kind === 'page' || kind === 'embed' ? 'cross-origin' : 'same-origin',
@@ -321,7 +598,14 @@ function securityHeaders(isolate, kind = 'file') {
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const opts = parseArgs(process.argv.slice(2));
+  let opts;
+  try {
+    opts = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    if (e.help) { console.log(USAGE); process.exit(0); }
+    console.error(`serve: ${e.message}\n${USAGE}`);
+    process.exit(2);
+  }
   serve(opts).then(({ grading }) => {
     // The grading pool's sandboxes go with the server (at most 1 s to close them).
     const stop = () => {
