@@ -7,7 +7,7 @@
 //   build.json                      version, cache names, file lists and sizes (read by the page)
 //   sw.js                           the service worker, with its versioned cache manifest
 //
-// Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--out DIR]
+// Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--out DIR] [--allow-origin ORIGIN]...
 //   --dev        unminified, with source maps
 //   --no-wasm    use www/pkg as it is instead of running scripts/build-wasm.sh first
 //   --no-hidden  build the grader without the hidden tests (cargo --no-default-features, in
@@ -17,6 +17,9 @@
 //                fails if that grader still lists a hidden test. With --no-wasm it reuses
 //                target/pkg-no-hidden/ as it is.
 //   --out DIR    write somewhere other than www/dist (the e2e tests build their own copy)
+//   --allow-origin ORIGIN   a course page's origin (https://host[:port]) that may embed the lab
+//                and drive it by postMessage (www/EMBED.md); repeatable, or a comma list.
+//                Written into build.json (allowOrigins). Without it the postMessage API is off.
 import * as esbuild from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -34,6 +37,7 @@ const flag = (f) => args.includes(f);
 const outAt = args.indexOf('--out');
 const DIST = outAt >= 0 ? path.resolve(args[outAt + 1]) : path.join(WWW, 'dist');
 const dev = flag('--dev');
+const allowOrigins = parseAllowOrigins(args);
 const noHidden = flag('--no-hidden');
 // The grader this build ships: www/pkg, or the one without hidden tests.
 const PKG = noHidden ? NO_HIDDEN_PKG : WWW_PKG;
@@ -45,6 +49,38 @@ const PKG_FILES = ['delivery_lab.js', 'delivery_lab_bg.wasm'];
 function fail(message) {
   console.error(`build: ${message}`);
   process.exit(1);
+}
+
+/**
+ * The --allow-origin values, each an exact origin: http(s), a host, maybe a port,
+ * nothing else. Whoever frames the page picks its `host-origin`; only this list,
+ * fixed where the lab is deployed, decides whom it may trust, so it must be exact.
+ */
+function parseAllowOrigins(argv) {
+  const values = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--allow-origin') {
+      if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail('--allow-origin needs an origin, e.g. --allow-origin https://course.example');
+      values.push(argv[++i]);
+    } else if (argv[i].startsWith('--allow-origin=')) {
+      values.push(argv[i].slice('--allow-origin='.length));
+    }
+  }
+  const origins = [];
+  for (const value of values.flatMap((v) => v.split(','))) {
+    const o = value.trim();
+    const why = `--allow-origin "${o}" is not an origin: write scheme://host[:port], http or https, with no path, no wildcard`;
+    if (!o) fail('--allow-origin got an empty origin (a stray comma?)');
+    if (o.includes('*')) fail(`${why} (list each origin instead of "*")`);
+    let u;
+    try { u = new URL(o); } catch { fail(why); }
+    if (!/^https?:$/.test(u.protocol)) fail(why);
+    // A trailing slash is the same origin; anything else (a path, a query, a user,
+    // a default port spelled out, capitals) is refused rather than guessed at.
+    if (o.replace(/\/$/, '') !== u.origin) fail(`${why} (did you mean ${u.origin}?)`);
+    if (!origins.includes(u.origin)) origins.push(u.origin);
+  }
+  return origins;
 }
 
 function buildWasm() {
@@ -145,6 +181,9 @@ async function main() {
     sizes[f] = { raw: buf.length, gzip: gzipSize(buf) };
     hash.update(f).update(buf);
   }
+  // The origins are part of the build: changing them is a new version, so the
+  // service worker replaces the cached build.json that holds them.
+  hash.update(`allowOrigins:${JSON.stringify(allowOrigins)}`);
   const version = hash.digest('hex').slice(0, 12);
   const sum = (files, k) => files.reduce((n, f) => n + (sizes[f]?.[k] || 0), 0);
   const build = {
@@ -153,6 +192,9 @@ async function main() {
     labs: grader.labs,
     // false: the grader has no hidden tests; the page grades them with POST grade instead.
     hidden: grader.hidden > 0,
+    // The origins that may embed the page and use its postMessage API (--allow-origin);
+    // a page's host-origin can only narrow this. Empty: the API is off.
+    allowOrigins,
     pyodideVersion,
     // One cache per app version; Pyodide's cache is named by its version only,
     // so every lab on this origin shares it and an app update does not re-download it.
@@ -180,6 +222,7 @@ async function main() {
   console.log(`build: ${path.relative(process.cwd(), DIST) || '.'} version ${version} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   console.log(`  app     ${mb(build.totals.app.raw)} raw, ${mb(build.totals.app.gzip)} gzip`);
   console.log(`  pyodide ${pyodideVersion}: ${mb(build.totals.pyodide.raw)} raw, ${mb(build.totals.pyodide.gzip)} gzip`);
+  console.log(`  embedding: ${allowOrigins.length ? `postMessage API for ${allowOrigins.join(', ')}` : 'postMessage API off (no --allow-origin)'}`);
 }
 
 await main();

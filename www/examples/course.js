@@ -1,5 +1,6 @@
 // The example course page's script: embeds the lab both ways and shows the score
-// that comes back. ?lab=URL says where the lab is served (default http://127.0.0.1:8000/).
+// that comes back. ?lab=URL says where the lab is served (default http://127.0.0.1:8000/);
+// that lab must be built with --allow-origin for this page's origin, or it stays silent.
 const LAB = new URL(new URLSearchParams(location.search).get('lab') || 'http://127.0.0.1:8000/');
 const LAB_ORIGIN = LAB.origin;
 const $ = (id) => document.getElementById(id);

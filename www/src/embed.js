@@ -10,11 +10,15 @@
 // message). Methods: setCode(code), run() → Promise<result>, submit() →
 // Promise<result> (a page whose hidden tests stay on the server), reset().
 // Attributes: lab, host-origin (default: this page's origin), instructions="hide".
+// The lab answers only if this page's origin is one the lab was built to allow
+// (build.mjs --allow-origin); host-origin can narrow that list, never widen it.
 // The protocol itself (version 1) is in www/EMBED.md.
 
 const LAB_BASE = new URL('./', import.meta.url);
 const LAB_ORIGIN = LAB_BASE.origin;
 const VERSION = 1;
+// A lab that has said nothing this long after its frame loaded is not talking to us.
+const SILENT_MS = 10_000;
 
 class DeliveryLabElement extends HTMLElement {
   static observedAttributes = ['lab', 'host-origin', 'instructions'];
@@ -24,6 +28,7 @@ class DeliveryLabElement extends HTMLElement {
   #resolveReady = null;
   #nextId = 1;
   #pending = new Map(); // request id -> {resolve, reject}
+  #heard = false; // a message came from the current frame
   /** The last `result` message. */
   lastResult = null;
 
@@ -80,6 +85,15 @@ class DeliveryLabElement extends HTMLElement {
     // Lets the lab be cross-origin isolated when this page is (the faster 8 s interrupt).
     iframe.allow = 'cross-origin-isolated';
     iframe.src = url.href;
+    // The lab cannot tell a page it does not trust why it stays silent (it posts to
+    // trusted origins only), so say here what the likely cause is.
+    iframe.addEventListener('load', () => setTimeout(() => {
+      if (this.#iframe === iframe && !this.#heard) {
+        console.warn(`<delivery-lab>: no message from ${LAB_ORIGIN} after ${SILENT_MS / 1000} s. The lab talks only to the origins `
+          + `it was built to allow (build.mjs --allow-origin); is ${location.origin} one of them?`);
+      }
+    }, SILENT_MS), { once: true });
+    this.#heard = false;
     if (this.#iframe) {
       this.#iframe.replaceWith(iframe);
       this.#newReady();
@@ -109,6 +123,7 @@ class DeliveryLabElement extends HTMLElement {
     if (!this.#iframe || e.source !== this.#iframe.contentWindow || e.origin !== LAB_ORIGIN) return;
     const m = e.data;
     if (!m || typeof m !== 'object' || m.source !== 'delivery-lab' || m.version !== VERSION) return;
+    this.#heard = true;
     if (m.type === 'resize' && Number.isFinite(m.height) && m.height > 0) this.#iframe.style.height = `${Math.ceil(m.height)}px`;
     if (m.type === 'ready') this.#resolveReady(m);
     if (m.type === 'result') this.lastResult = m;

@@ -10,8 +10,9 @@ import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes
 import { loadLabGrader } from './grader_module.js';
 
 // ?embed: the compact layout for a host page's iframe, talking to the host by
-// postMessage (www/EMBED.md); ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…]
-// are the origins it trusts (default: its own).
+// postMessage (www/EMBED.md) if the build allows any origin (build.mjs --allow-origin);
+// ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…] narrows the build's origins
+// to those (it can never add one).
 const params = new URLSearchParams(location.search);
 const EMBED = params.has('embed');
 const LAB_ID = params.get('lab') || 'deliver-once';
@@ -54,21 +55,46 @@ function parseOrigins(value) {
   return out;
 }
 
+// The build's facts (build.json), read once: boot() needs them, and so does every
+// host message, which waits for them so that none is acted on before the lab knows
+// whom it trusts.
+const buildLoaded = fetch('build.json').then((r) => r.json());
+
 const embed = {
-  enabled: EMBED,
-  // Without host-origin the lab trusts its own origin only.
-  hostOrigins: EMBED ? (params.has('host-origin') ? parseOrigins(params.get('host-origin')) : [location.origin]) : [],
+  /** true once build.json is read, if some origin is trusted: the postMessage API is on. */
+  enabled: false,
+  /** The origins the build allows (build.mjs --allow-origin): set where the lab is deployed. */
+  allowOrigins: [],
+  /** The origins trusted here: allowOrigins, narrowed to ?host-origin when it is given. */
+  hostOrigins: [],
   ignored: 0,
   log: [], // the last 50 ignored messages: {at, origin, type, reason}
   sent: 0,
   lastHeight: 0,
 };
 
+// Whoever frames the page writes its URL, host-origin included, so host-origin alone
+// proves nothing: the trusted origins are the build's, and host-origin only narrows them.
+const trusted = buildLoaded.then((build) => {
+  const allowed = Array.isArray(build.allowOrigins) ? build.allowOrigins.filter((o) => typeof o === 'string') : [];
+  embed.allowOrigins = allowed;
+  if (!EMBED) return;
+  const asked = params.has('host-origin') ? parseOrigins(params.get('host-origin')) : null;
+  const outside = (asked || []).filter((o) => !allowed.includes(o));
+  if (outside.length) console.warn(`delivery-lab: host-origin ${outside.join(' ')} is not among the origins this build allows; ignored`);
+  embed.hostOrigins = asked ? asked.filter((o) => allowed.includes(o)) : [...allowed];
+  embed.enabled = embed.hostOrigins.length > 0;
+  if (!embed.enabled) {
+    console.info(`delivery-lab: the postMessage API is off: ${allowed.length ? 'host-origin names none of the origins this build allows'
+      : 'this build allows no origin (build.mjs --allow-origin)'}`);
+  }
+}, () => {}); // no build.json: nothing is trusted (and boot() reports it)
+
 function toHost(type, data = {}) {
-  if (!EMBED || window.parent === window) return;
+  if (!embed.enabled || window.parent === window) return;
   const message = { ...PROTOCOL, type, lab: LAB_ID, ...data };
-  // postMessage drops a message whose target origin is not the parent's: only a
-  // trusted host ever receives one.
+  // An explicit target origin each time: postMessage drops a message whose target
+  // is not the parent's origin, so only a trusted host ever receives one.
   for (const origin of embed.hostOrigins) window.parent.postMessage(message, origin);
   embed.sent += 1;
 }
@@ -82,6 +108,12 @@ function ignoreMessage(e, reason) {
 }
 
 function onHostMessage(e) {
+  // Nothing is decided before the build's origins are known; if build.json cannot be
+  // read the page does not start, and no message is ever acted on.
+  trusted.then(() => hostMessage(e), () => {});
+}
+
+function hostMessage(e) {
   if (!embed.hostOrigins.includes(e.origin)) return ignoreMessage(e, 'untrusted origin');
   if (e.source !== window.parent) return ignoreMessage(e, 'not from the host window');
   const m = e.data;
@@ -417,7 +449,8 @@ function renderInstructions(md) {
 async function boot() {
   const graderLoaded = loadLabGrader(LAB_ID, location.href);
   graderLoaded.catch(() => {}); // reported below, with the labs this build has
-  const build = await fetch('build.json').then((r) => r.json());
+  const build = await buildLoaded;
+  await trusted;
   state.build = build;
   state.runner = new Runner({
     workerUrl: new URL('worker.js', location.href),
@@ -476,7 +509,7 @@ async function boot() {
     state.editor.focus();
   });
   $('compare').addEventListener('click', openCompare);
-  if (EMBED) {
+  if (embed.enabled) {
     watchHeight();
     sendReady();
   }
@@ -516,7 +549,7 @@ window.deliveryLab = {
   run() { return booted.then(() => runTests()); },
   /** A page built without hidden tests: sends the code to POST grade; resolves to the server's report (or {error}). */
   submit() { return booted.then(() => submitForGrading()); },
-  /** Embedding: { enabled, hostOrigins, ignored, log, sent }; ignored counts messages from untrusted origins. */
+  /** Embedding: { enabled, allowOrigins, hostOrigins, ignored, log, sent }; ignored counts messages not acted on. */
   get embed() { return embed; },
   get lastReport() { return state.lastReport; },
   /** Timings of the last run: ms in the worker's engine, wallMs from posting it to its report. */
