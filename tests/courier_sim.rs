@@ -184,3 +184,111 @@ fn tables_read_back_from_their_json() {
     bad["outbox"][0]["attempts"] = serde_json::json!("two");
     assert!(Tables::from_json(&bad).unwrap_err().contains("attempts"));
 }
+
+/// A host that notes, in order, when a unit case starts (`load`) and when a system
+/// run adds an action (`enqueue`), and otherwise is the reference.
+struct Recorder {
+    inner: RefHost,
+    events: Vec<&'static str>,
+}
+
+impl delivery_lab::courier::sim::Host for Recorder {
+    fn reset(
+        &mut self,
+        cfg: &delivery_lab::courier::sim::Config,
+        stores: &[String],
+    ) -> Result<(), String> {
+        self.inner.reset(cfg, stores)
+    }
+    fn enqueue(&mut self, action: &delivery_lab::courier::sim::ActionRow) -> Result<(), String> {
+        self.events.push("system");
+        self.inner.enqueue(action)
+    }
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+        self.inner.settle(action_id, now_ms)
+    }
+    fn call(
+        &mut self,
+        call: &delivery_lab::courier::sim::Call,
+        world: &delivery_lab::courier::sim::StepWorld,
+    ) -> Result<delivery_lab::value::Value, delivery_lab::value::LearnerError> {
+        self.inner.call(call, world)
+    }
+    fn kill(&mut self, worker: &str) {
+        self.inner.kill(worker)
+    }
+    fn restart_db(&mut self) {
+        self.inner.restart_db()
+    }
+    fn dump(&mut self) -> Result<delivery_lab::courier::sim::Tables, String> {
+        self.inner.dump()
+    }
+    fn load(&mut self, tables: &delivery_lab::courier::sim::Tables) -> Result<(), String> {
+        self.events.push("unit");
+        self.inner.load(tables)
+    }
+}
+
+/// Issue 10: a learner's code sees a hidden case's inputs when it runs; whatever it
+/// prints or raises can reach a shown message. So every shown test (the example
+/// units, then the chaos and fairness runs) runs before the first hidden unit, and
+/// the report still lists the tests in the lab's order.
+#[test]
+fn hidden_units_run_after_every_shown_test() {
+    use delivery_lab::courier::{self, cases};
+    use delivery_lab::report::{Audience, TestKind};
+    let mut host = Recorder {
+        inner: RefHost::new(None),
+        events: Vec::new(),
+    };
+    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    assert!(
+        report.all_passed(),
+        "{:?}",
+        report.tests.iter().find(|t| t.points == 0)
+    );
+    let all = cases();
+    assert!(all.iter().any(|c| c.kind == TestKind::Hidden));
+    // Each unit case loads its tables once: the example units, every system run's
+    // actions, then the hidden units, and no unit in between.
+    let first_system = host.events.iter().position(|e| *e == "system").unwrap();
+    let last_system = host.events.iter().rposition(|e| *e == "system").unwrap();
+    let units_before = host.events[..first_system]
+        .iter()
+        .filter(|e| **e == "unit")
+        .count();
+    let units_between = host.events[first_system..last_system]
+        .iter()
+        .filter(|e| **e == "unit")
+        .count();
+    let units_after = host.events[last_system..]
+        .iter()
+        .filter(|e| **e == "unit")
+        .count();
+    // How many loads each kind of unit case makes (an all-or-nothing case loads once
+    // per statement it kills at), counted case by case on a fresh recorder.
+    let loads = |kind: TestKind| -> usize {
+        all.iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| {
+                let mut r = Recorder {
+                    inner: RefHost::new(None),
+                    events: Vec::new(),
+                };
+                courier::units::run_case(&mut r, c);
+                r.events.len()
+            })
+            .sum()
+    };
+    assert_eq!(units_before, loads(TestKind::Example));
+    assert_eq!(units_between, 0);
+    assert_eq!(units_after, loads(TestKind::Hidden));
+    // Listed in the lab's order: units (examples, then hidden), then the system runs.
+    let kinds: Vec<TestKind> = report.tests.iter().map(|t| t.kind).collect();
+    let listed: Vec<&str> = report.tests.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        &listed[..all.len()],
+        &all.iter().map(|c| c.name).collect::<Vec<_>>()[..]
+    );
+    assert_eq!(kinds[all.len()..], [TestKind::Example, TestKind::Example]);
+}
