@@ -571,7 +571,8 @@ impl StepWorld {
             Rule::Calm => true,
             Rule::Chaos { quota, restart } => {
                 let down = s.now_ms >= restart.0 && s.now_ms < restart.1;
-                !down && !(s.may_kill && quota.allowed(KillKind::MidTransaction, s.now_ms))
+                let kill_may_land = s.may_kill && quota.allowed(KillKind::MidTransaction, s.now_ms);
+                !(down || kill_may_land)
             }
             Rule::Script(sc) => !sc.db_down && sc.kill_at_statement.is_none(),
         }
