@@ -10,7 +10,7 @@ import { createGradingPool, INTERFERED } from '../pool.mjs';
 
 const FAKE = fileURLToPath(new URL('../fixtures/fake_sandbox.mjs', import.meta.url));
 
-// behaviour -> [status, what the message says]
+// behaviour -> [status, what the message says] (byte-flood has a test of its own)
 const CASES = {
   'garbage': ['error', `${INTERFERED}: it sent a frame of 4022250974 bytes`],
   'huge-length': ['error', `${INTERFERED}: it sent a frame of 2147483647 bytes`],
@@ -20,7 +20,6 @@ const CASES = {
   'wrong-op-types': ['error', `${INTERFERED}: it asked for kv_get with arguments of the wrong types`],
   'unknown-op': ['error', `${INTERFERED}: it asked for a world operation this call does not have`],
   'ret-not-text': ['error', `${INTERFERED}: it answered a call with something other than text`],
-  'byte-flood': ['error', `${INTERFERED}: it sent more than 64 MB to the grader`],
   'dies-mid-call': ['error', 'Your code ended the grader\'s Python process'],
   'silent': ['fail', 'longer than the 4 s limit'],
   'op-flood': ['fail', 'longer than the 4 s limit'],
@@ -43,8 +42,21 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
     const liar = JSON.parse(await pool.grade({ source: '# liar\n' }));
     assert.equal(liar.status, 'fail');
     assert.ok(liar.passed < liar.total);
-    assert.equal(pool.stats.interfered, 9);
+    assert.equal(pool.stats.interfered, 8);
     assert.equal(pool.queued(), 0);
+  } finally {
+    await pool.close();
+  }
+});
+
+test('a sandbox that floods the pipe with valid frames is stopped at the run\'s byte cap', { timeout: 120_000 }, async () => {
+  // A limit far away, so that the cap and not the clock ends it.
+  const pool = createGradingPool({ jobs: 1, timeoutS: 60, sandboxScript: FAKE });
+  try {
+    await pool.ready;
+    const line = JSON.parse(await pool.grade({ source: '# byte-flood\n' }));
+    assert.equal(line.status, 'error');
+    assert.equal(line.message, `${INTERFERED}: it sent more than 64 MB to the grader.`);
   } finally {
     await pool.close();
   }
