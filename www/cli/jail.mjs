@@ -23,6 +23,19 @@ export const RLIMITS = {
 
 const root = () => process.getuid && process.getuid() === 0;
 
+/** `name`'s absolute path on this process's PATH, or null. */
+function which(name) {
+  for (const dir of (process.env.PATH || '').split(':').filter(Boolean)) {
+    const p = `${dir}/${name}`;
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      if (fs.statSync(p).isFile()) return p;
+    } catch { /* not here */ }
+  }
+  return null;
+}
+const TOOLS = { bwrap: 'bubblewrap', prlimit: 'util-linux', setpriv: 'util-linux' };
+
 /**
  * The command that runs `argv` (an absolute program and its arguments) jailed,
  * seeing only `readPaths` (absolute files or folders, bound read-only at the same
@@ -42,7 +55,7 @@ export function jailCommand(argv, readPaths) {
   }
   for (const p of readPaths) binds.push('--ro-bind', p, p);
   const bwrap = [
-    'bwrap',
+    which('bwrap') ?? 'bwrap',
     '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     '--die-with-parent', '--new-session', '--clearenv',
     ...binds,
@@ -51,9 +64,10 @@ export function jailCommand(argv, readPaths) {
     '--chdir', '/',
     '--', ...argv,
   ];
+  const prlimit = [which('prlimit') ?? 'prlimit', ...limits, '--'];
   const prefix = root()
-    ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--no-new-privs', '--', 'prlimit', ...limits, '--']
-    : ['prlimit', ...limits, '--'];
+    ? [which('setpriv') ?? 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--no-new-privs', '--', ...prlimit]
+    : prlimit;
   return { cmd: prefix[0], args: [...prefix.slice(1), ...bwrap] };
 }
 
@@ -64,6 +78,11 @@ let probed;
  */
 export function jailProblem() {
   if (probed === undefined) {
+    const missing = Object.keys(TOOLS).filter((t) => (t !== 'setpriv' || root()) && !which(t));
+    if (missing.length) {
+      probed = `${missing.join(', ')} not found on PATH (Debian's ${[...new Set(missing.map((t) => TOOLS[t]))].join(', ')})`;
+      return probed;
+    }
     const { cmd, args } = jailCommand([process.execPath, '-e', 'process.exit(process.pid === 2 ? 0 : 3)'], []);
     const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, timeout: 20000 });
     if (r.error) probed = `${cmd} could not be started (${r.error.code || r.error.message})`;

@@ -22,10 +22,11 @@ const LIMIT = { timeout: 150_000 };
 
 let REFERENCE, STARTER, lab;
 
-/** Runs grade.mjs; resolves to { code, stdout, stderr }. */
-function grade(args, { input } = {}) {
+/** Runs grade.mjs (`prefix`: a command to run it under); resolves to { code, stdout, stderr }. */
+function grade(args, { prefix = [], env } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [GRADE, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = [...prefix, process.execPath, GRADE, ...args];
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env } : {}) });
     let stdout = '', stderr = '';
     child.stdout.on('data', (d) => { stdout += d; });
     child.stderr.on('data', (d) => { stderr += d; });
@@ -315,6 +316,37 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.equal(node[k], 'ERR_ACCESS_DENIED', `node ${k}`);
   assert.equal(node.codegen, 'EvalError');
   assert.ok(!fs.existsSync('/tmp/x-sandbox-probe'));
+});
+
+test('a staff account that is not root grades inside the sandbox; without bubblewrap the CLI refuses unless --no-sandbox', LIMIT, async (t) => {
+  const dir = path.join(TMP, 'staff');
+  const ok = write(dir, 'alice.py', REFERENCE);
+  const ko = write(dir, 'bob.py', STARTER);
+  if (process.getuid() === 0) {
+    // As user nobody, a plain account: bubblewrap runs on unprivileged user namespaces.
+    const r = await grade(['--format', 'json', ok, ko], {
+      prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+      env: { PATH: process.env.PATH, HOME: TMP },
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.deepEqual(r.stdout.trim().split('\n').map((l) => JSON.parse(l).status), ['pass', 'fail']);
+    assert.doesNotMatch(r.stderr, /no-sandbox|warning/);
+  } else {
+    t.diagnostic('not root: this whole suite already runs as a plain account');
+  }
+  // A machine without bubblewrap (a PATH holding only what grading needs besides it).
+  const bin = path.join(TMP, 'bin-without-bwrap');
+  fs.mkdirSync(bin, { recursive: true });
+  for (const tool of ['mkfifo']) fs.symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`]).toString().trim(), path.join(bin, tool));
+  const env = { PATH: bin, HOME: TMP };
+  let r = await grade(['--format', 'json', ok], { env });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /the grading sandbox does not work here: .*--no-sandbox/s);
+  assert.equal(r.stdout, '');
+  r = await grade(['--format', 'json', '--no-sandbox', ok, ko], { env });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /--no-sandbox: each submission still gets a fresh process/);
+  assert.deepEqual(r.stdout.trim().split('\n').map((l) => JSON.parse(l).status), ['pass', 'fail']);
 });
 
 test('no signal leaves a sandbox: a process of the same user outside, and a sibling sandbox, survive a kill of every pid', LIMIT, async () => {
