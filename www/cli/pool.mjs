@@ -303,6 +303,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         const e = new Error(`sandboxes fail to start: ${why}; ${sb.stderr.slice(-2000)}`);
         for (const job of queue.splice(0)) job.reject(e);
         slot.broken = e;
+        slot.rejectUp?.(e);
         return;
       }
       spawnSandbox(slot);
@@ -446,20 +447,12 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     grader = new pkg.Grader();
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0 };
-      slot.up = new Promise((resolve) => { slot.resolveUp = resolve; });
+      // Resolved by its first ready sandbox, rejected when sandboxes fail to start.
+      slot.up = new Promise((resolve, reject) => { slot.resolveUp = resolve; slot.rejectUp = reject; });
       slots.push(slot);
       startThread(slot);
     }
-    await Promise.race([
-      Promise.all(slots.map((s) => s.up)),
-      new Promise((_, reject) => {
-        const t = setInterval(() => {
-          const broken = slots.find((s) => s.broken);
-          if (broken) { clearInterval(t); reject(broken.broken); }
-        }, 100);
-        Promise.all(slots.map((s) => s.up)).then(() => clearInterval(t));
-      }),
-    ]);
+    await Promise.all(slots.map((s) => s.up));
   })();
   ready.catch(() => {});
 
