@@ -27,6 +27,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
+import { parseOrigin } from './origin.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');
@@ -68,17 +69,9 @@ function parseAllowOrigins(argv) {
   }
   const origins = [];
   for (const value of values.flatMap((v) => v.split(','))) {
-    const o = value.trim();
-    const why = `--allow-origin "${o}" is not an origin: write scheme://host[:port], http or https, with no path, no wildcard`;
-    if (!o) fail('--allow-origin got an empty origin (a stray comma?)');
-    if (o.includes('*')) fail(`${why} (list each origin instead of "*")`);
-    let u;
-    try { u = new URL(o); } catch { fail(why); }
-    if (!/^https?:$/.test(u.protocol)) fail(why);
-    // A trailing slash is the same origin; anything else (a path, a query, a user,
-    // a default port spelled out, capitals) is refused rather than guessed at.
-    if (o.replace(/\/$/, '') !== u.origin) fail(`${why} (did you mean ${u.origin}?)`);
-    if (!origins.includes(u.origin)) origins.push(u.origin);
+    const { origin, error } = parseOrigin(value.trim());
+    if (error) fail(error);
+    if (!origins.includes(origin)) origins.push(origin);
   }
   return origins;
 }

@@ -37,6 +37,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { pipeline } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseOrigin } from './origin.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -106,15 +107,11 @@ function checkHostName(name) {
   return name.toLowerCase();
 }
 
-/** An --allow-origin ORIGIN: exactly scheme://host[:port], http or https; returned as the browser spells it. */
+/** An --allow-origin ORIGIN (origin.mjs's rule, shared with build.mjs), as the browser spells it. */
 function checkOrigin(text) {
-  let u = null;
-  try { u = new URL(text); } catch { /* below */ }
-  if (!u || !/^https?:$/.test(u.protocol) || u.username || u.password || u.pathname !== '/' || u.search || u.hash
-    || (text !== u.origin && text !== `${u.origin}/`)) {
-    throw Object.assign(new Error(`--allow-origin ${JSON.stringify(text)}: give an origin such as https://course.example (no path, no *)`), { usage: true });
-  }
-  return u.origin;
+  const { origin, error } = parseOrigin(text);
+  if (error) throw Object.assign(new Error(error), { usage: true });
+  return origin;
 }
 
 /** What the server accepts as Host: each name as given and, without a port, with the server's. */
@@ -152,7 +149,8 @@ export const GRADE_LIMITS = Object.freeze({ maxBodyBytes: 64 * 1024, waitingPerJ
 function embedOrigins(root) {
   try {
     const list = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).allowOrigins;
-    return Array.isArray(list) ? list.filter((o) => typeof o === 'string' && /^https?:\/\/[^\s;,'"]+$/.test(o)) : [];
+    // Read by the same rule that wrote them: nothing else goes into the header.
+    return Array.isArray(list) ? list.filter((o) => typeof o === 'string' && parseOrigin(o).origin === o) : [];
   } catch {
     return [];
   }
