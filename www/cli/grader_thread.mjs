@@ -11,14 +11,11 @@
 // keeps its event loop, its timers (the time limit kills the sandbox, which ends a
 // blocked read) and the server.
 import { parentPort } from 'node:worker_threads';
-import fs from 'node:fs';
 import { channel, Closed, ENDED, Interference, RUN_CAP_BYTES, RUN_CAP_OPS } from './frames.mjs';
 import { WORLD_OPS, worldKind } from '../src/engine.mjs';
+import { loadGrader } from '../src/node_host.mjs';
 
-const WWW = new URL('../', import.meta.url);
-const pkg = await import(new URL('pkg/delivery_lab.js', WWW).href);
-await pkg.default({ module_or_path: fs.readFileSync(new URL('pkg/delivery_lab_bg.wasm', WWW)) });
-const grader = new pkg.Grader();
+const grader = new (await loadGrader()).Grader();
 
 const TYPES = {
   string: (v) => typeof v === 'string',

@@ -17,8 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
-import { ENDED, SANDBOX_IN_FD } from './frames.mjs';
+import { ENDED, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
 import { jailCommand, jailProblem } from './jail.mjs';
+import { loadGrader } from '../src/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
@@ -71,13 +72,14 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
   return jailed ? jailCommand(argv, reads) : { cmd: argv[0], args: argv.slice(1) };
 }
 
-function procStat(pid) {
+/** User plus system CPU of `pid` so far, in ms (clock ticks of 10 ms). */
+function cpuMsOf(pid) {
   try {
     const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return { cpuMs: ((Number(rest[11]) + Number(rest[12])) * 1000) / 100 };
+    return (Number(rest[11]) + Number(rest[12])) * 10;
   } catch {
-    return { cpuMs: 0 };
+    return 0;
   }
 }
 
@@ -102,7 +104,7 @@ function descendants(pid) {
 }
 
 const treeRss = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + rssMb(p), 0);
-const treeCpuMs = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + procStat(p).cpuMs, 0);
+const treeCpuMs = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + cpuMsOf(p), 0);
 
 /** Two pipes of the sandbox's own: FIFOs made in a private folder, opened, and
  *  unlinked at once (the fds stay). Blocking fds on both sides: see frames.mjs. */
@@ -255,7 +257,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     const fds = pipes();
     const stdio = ['ignore', 'ignore', 'pipe'];
     stdio[SANDBOX_IN_FD] = fds.childIn;
-    stdio[SANDBOX_IN_FD + 1] = fds.childOut;
+    stdio[SANDBOX_OUT_FD] = fds.childOut;
     let child;
     try {
       // detached: a process group of its own, which the pool kills whole.
@@ -264,7 +266,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       closeFd(fds.childIn);
       closeFd(fds.childOut);
     }
-    const sb = { sid: nextSid++, child, fdIn: fds.coordIn, fdOut: fds.coordOut, ready: false, stderr: '', spawnedAt: performance.now(), bootCpuMs: 0 };
+    const sb = { sid: nextSid++, child, fdIn: fds.coordIn, fdOut: fds.coordOut, ready: false, stderr: '', bootCpuMs: 0 };
     live.add(child);
     child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });
     child.on('error', (e) => { sb.stderr += String(e); });
@@ -424,7 +426,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       return error(`${INTERFERED}: ${m.problem}.`);
     }
     if (why === ENDED.memory) return error(`Stopped: the run used more than ${memoryMb} MB of memory, so it could not be graded.`);
-    if (m.loadError !== null && m.loadError !== undefined) return error(m.loadError);
+    if (m.loadError != null) return error(m.loadError);
     if (why === ENDED.timeout && !m.outputs) return reportsFor(job, 'timeout_report', limitMessage(job), durationMs);
     if (m.loadTimeout) return reportsFor(job, 'timeout_report', m.loadTimeout, durationMs);
     if (m.closed && why !== ENDED.timeout) {
@@ -440,10 +442,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   let nextId = 1;
   const ready = (async () => {
-    const pkg = await import(new URL('pkg/delivery_lab.js', `file://${WWW}`).href);
-    const wasm = `${WWW}pkg/delivery_lab_bg.wasm`;
-    if (!fs.existsSync(wasm)) throw new Error(`${wasm} is missing: run ./lab build`);
-    await Promise.all([pkg.default({ module_or_path: fs.readFileSync(wasm) }), makeSnapshot()]);
+    const [pkg] = await Promise.all([loadGrader(), makeSnapshot()]);
     grader = new pkg.Grader();
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0 };

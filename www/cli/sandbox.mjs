@@ -92,9 +92,11 @@ function remoteWorld(kind, free) {
         return 'go';
       }
       const frame = { t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) };
-      if (world.pending.length) frame.pending = world.pending.splice(0);
+      if (world.pending.length) frame.pending = world.pending;
       try {
         wire.send(frame);
+        // Handed over only once written: a frame refused as too large keeps them.
+        world.pending = [];
       } catch (e) {
         // Nothing was written: the learner's code gets a clear error instead.
         if (e instanceof RangeError) throw new Error(`${op}: its arguments are larger than the ${CAP_MB} MB one operation may carry`);
