@@ -509,12 +509,6 @@ mod courier_host {
             .into())
         }
 
-        /// Whether statements may run without asking until the next provider call
-        /// (`StepWorld::statements_free`); they are handed to `statement` afterwards.
-        pub fn statements_free(&self) -> Result<bool, JsError> {
-            Ok(self.live()?.statements_free())
-        }
-
         /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or
         /// `{"answer": "timeout"}`), or `{"answer": "killed"}`.
         pub fn send(

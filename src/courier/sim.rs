@@ -555,28 +555,6 @@ impl StepWorld {
     fn state(&self) -> std::cell::RefMut<'_, WorldState> {
         self.0.borrow_mut()
     }
-
-    /// Whether every statement from now until the step's next provider call would be
-    /// answered `Go`, whatever the statements: the database is up, the worker is not
-    /// dying, and no kill may land at a statement at this moment. A host far from the
-    /// world (the grading CLI's sandbox, a pipe away) then runs its statements
-    /// without asking, and hands them to `statement` in order before its next
-    /// provider call or when the step returns: the world ends in the same state.
-    pub fn statements_free(&self) -> bool {
-        let s = self.state();
-        if s.killed.is_some() {
-            return false;
-        }
-        match &s.rule {
-            Rule::Calm => true,
-            Rule::Chaos { quota, restart } => {
-                let down = s.now_ms >= restart.0 && s.now_ms < restart.1;
-                let kill_may_land = s.may_kill && quota.allowed(KillKind::MidTransaction, s.now_ms);
-                !(down || kill_may_land)
-            }
-            Rule::Script(sc) => !sc.db_down && sc.kill_at_statement.is_none(),
-        }
-    }
 }
 
 /// Spreads each kind of fault evenly over the arrival period.

@@ -9,6 +9,21 @@
 // not JSON, a frame of an unexpected type or with fields of the wrong type: each
 // ends that submission as "interfered with the grader", never the coordinator.
 import fs from 'node:fs';
+import { WORLD_OPS } from '../src/engine.mjs';
+
+// The operations a sandbox may ask of its call's world, by world kind, with their
+// argument types. Lab 1's are its world's own (WORLD_OPS). The courier lab's go to
+// the coordinator's database store (bridge.py's CourierStore): a statement with its
+// parameters as JSON, and the provider's calls, whose committed attempts the store
+// reads itself.
+export const SANDBOX_OPS = {
+  world: WORLD_OPS.world,
+  courier: {
+    sql: ['string', 'string', 'string'],
+    send: ['string', 'string', 'string'],
+    lookup: ['string'],
+  },
+};
 
 /** The fds a sandbox reads from and writes to. */
 export const SANDBOX_IN_FD = 3;

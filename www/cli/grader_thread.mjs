@@ -10,12 +10,39 @@
 // pipes are read with blocking reads, here in a thread of its own: the main thread
 // keeps its event loop, its timers (the time limit kills the sandbox, which ends a
 // blocked read) and the server.
-import { parentPort } from 'node:worker_threads';
-import { channel, Closed, ENDED, Interference, RUN_CAP_BYTES, RUN_CAP_OPS } from './frames.mjs';
-import { WORLD_OPS, worldKind } from '../src/engine.mjs';
+//
+// The courier lab's database lives here too, in an interpreter of this thread's own
+// (bridge.py's CourierStore, as on the page): the sandbox's `db` and `provider` send
+// each statement and provider call, and get rows and answers back. The tables the
+// grader reads, the attempts committed before a send, and whether a step left a
+// transaction open are read here, never taken from the sandbox. Only our code runs
+// in that interpreter; the learner's SQL runs inside its SQLite under the store's
+// authorizer and caps (bridge.py).
+import fs from 'node:fs';
+import { parentPort, workerData } from 'node:worker_threads';
+import { channel, Closed, ENDED, Interference, RUN_CAP_BYTES, RUN_CAP_OPS, SANDBOX_OPS } from './frames.mjs';
+import { bridgeOf, worldKind } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
+import { BRIDGE_FILE, loadPython } from './python.mjs';
 
 const grader = new (await loadGrader()).Grader();
+
+// The grader's operations on the courier lab's database (bridge.py's
+// _courier_host): answered by the store here, never sent to a sandbox.
+const STORE_OP_PREFIX = '__courier_';
+// The store's interpreter: SQLite's heap and the database have caps of their own
+// (bridge.py); this bounds the rest.
+const STORE_MEMORY_MB = 1024;
+
+// Loaded before the thread says it is up (a pool is ready when it can grade
+// either lab); restored from the pool's snapshot, about a second.
+const store = await (async () => {
+  const { snapshotFile } = workerData ?? {};
+  const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
+  const pyodide = await loadPython({ memoryMb: STORE_MEMORY_MB, snapshotFile: usable ? snapshotFile : null });
+  const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'));
+  return { call: py.call, ...py.store() };
+})();
 
 const TYPES = {
   string: (v) => typeof v === 'string',
@@ -52,44 +79,33 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
     : JSON.stringify({ error: { kind: 'host', message: 'The grader stopped running your code.' } }));
 
-  // Statements the sandbox ran while they were free (see sandbox.mjs), handed to
-  // the world in order; each must be one the world lets through.
-  function settlePending(world, pending) {
-    if (pending === undefined) return;
-    if (!world || typeof world.statements_free !== 'function' || !Array.isArray(pending)
-      || !pending.every((b) => typeof b === 'boolean')) {
-      throw new Interference('it sent statements this call does not have');
-    }
-    for (const inTx of pending) {
-      if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
-      if (world.statement(inTx) !== 'go') throw new Interference('it ran statements without asking while a fault could land');
-    }
-  }
-  const freeOf = (world) => (world && typeof world.statements_free === 'function' ? world.statements_free() : false);
-
-  function answerOps(world) {
+  // Answers the world operations of one call until it returns; `hasDb`: the call
+  // runs on a courier connection (store.begin set it).
+  function answerOps(world, hasDb) {
     const kind = worldKind(world);
     for (;;) {
       const m = wire.receive();
       if (m.t === 'ret') {
         if (typeof m.v !== 'string') throw new Interference('it answered a call with something other than text');
-        settlePending(world, m.pending);
         return m.v;
       }
       if (m.t !== 'op') throw new Interference(`it sent "${String(m.t).slice(0, 20)}" during a call`);
-      const signature = kind && Object.hasOwn(WORLD_OPS[kind], m.op) ? WORLD_OPS[kind][m.op] : null;
+      const signature = kind && Object.hasOwn(SANDBOX_OPS[kind], m.op) ? SANDBOX_OPS[kind][m.op] : null;
       if (!signature) throw new Interference('it asked for a world operation this call does not have');
       if (!argsFit(m.args, signature)) throw new Interference(`it asked for ${m.op} with arguments of the wrong types`);
-      settlePending(world, m.pending);
       if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
       let reply;
-      try {
-        const v = world[m.op](...m.args);
-        reply = v === undefined ? { t: 'ans' } : { t: 'ans', v };
-      } catch (err) {
-        reply = { t: 'ans', threw: String((err && err.message) || err) };
+      if (kind === 'courier') {
+        if (!hasDb) throw new Interference('it used the database in a call that has none');
+        reply = { t: 'ans', v: store[m.op](...m.args) };
+      } else {
+        try {
+          const v = world[m.op](...m.args);
+          reply = v === undefined ? { t: 'ans' } : { t: 'ans', v };
+        } catch (err) {
+          reply = { t: 'ans', threw: String((err && err.message) || err) };
+        }
       }
-      if (kind === 'courier') reply.free = freeOf(world);
       wire.send(reply);
     }
   }
@@ -98,9 +114,29 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
+        if (fnName.startsWith(STORE_OP_PREFIX)) return store.call(fnName, argsJson, null);
         state.calls++;
-        wire.send({ t: 'call', fn: fnName, args: argsJson, world: worldKind(world), free: freeOf(world) });
-        return answerOps(world);
+        const kind = worldKind(world);
+        const frame = { t: 'call', fn: fnName, args: argsJson, world: kind };
+        if (kind !== 'courier') {
+          wire.send(frame);
+          return answerOps(world, false);
+        }
+        const db = store.begin(argsJson, world);
+        if (!db) {
+          wire.send(frame);
+          return answerOps(world, false);
+        }
+        let v;
+        try {
+          wire.send({ ...frame, db });
+          v = answerOps(world, true);
+        } finally {
+          // A transaction left open fails the step, whatever the sandbox answered.
+          const open = store.end();
+          if (open) v = open;
+        }
+        return v;
       } catch (e) {
         stop(e);
         return gone();

@@ -8,95 +8,57 @@
 // learner's Python (Pyodide, restored from a memory snapshot, and bridge.py, as
 // the page does) and nothing else. Over its two pipes (frames.mjs) the coordinator
 // sends the source to load, then one learner call at a time; every operation the
-// call makes on its world (kv, provider, rng, clock, database fault points) is a
-// question to the coordinator, which owns the world and answers. So a sandbox that
-// is taken over (Python reaching JavaScript, say) knows only the inputs of the calls
-// made so far, and can hurt only itself.
+// call makes on its world (kv, provider, rng, clock, and each of the courier lab's
+// SQL statements, whose database is the coordinator's too) is a question to the
+// coordinator, which owns the world and answers. So a sandbox that is taken over
+// (Python reaching JavaScript, say) knows only the inputs of the calls made so
+// far and the rows its statements read, and can hurt only itself.
 //
 // argv: MEMORY_MB SNAPSHOT_FILE, or --make-snapshot FILE (the pool's trusted first
 // step, no learner code: it writes the snapshot every sandbox restores from).
 import fs from 'node:fs';
-import { capWasmMemory } from './wasm_memcap.mjs';
-import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
-import { bridgeOf, WORLD_OPS } from '../src/engine.mjs';
+import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OPS, SANDBOX_OUT_FD } from './frames.mjs';
+import { bridgeOf } from '../src/engine.mjs';
+import { BRIDGE_FILE, loadPython, SNAPSHOT_IMPORTS } from './python.mjs';
 
-const WWW = new URL('../', import.meta.url);
-const PYODIDE_DIR = new URL('node_modules/pyodide/', WWW).pathname;
 const makeSnapshotTo = process.argv[2] === '--make-snapshot' ? process.argv[3] : null;
 const memoryMb = makeSnapshotTo ? 512 : Number(process.argv[2] || 512);
 const snapshotFile = makeSnapshotTo ? null : process.argv[3];
 const exit = process.exit.bind(process);
-
-// Pyodide's binary, with its memory capped: Pyodide defines its memory inside the
-// module, so the maximum is written into the bytes before they are compiled.
-const origInstantiate = WebAssembly.instantiate.bind(WebAssembly);
-const pyodideBytes = fs.readFileSync(`${PYODIDE_DIR}pyodide.asm.wasm`);
-WebAssembly.instantiate = async function instantiate(src, imports) {
-  const isPyodide = src && !(src instanceof WebAssembly.Module) && src.byteLength === pyodideBytes.byteLength;
-  if (!isPyodide) return origInstantiate(src, imports);
-  const module = await WebAssembly.compile(capWasmMemory(pyodideBytes, memoryMb * 16).bytes);
-  return { module, instance: await origInstantiate(module, imports) };
-};
-
-// Pyodide's loader reads its binary again, for nothing: the capped module above is
-// what gets instantiated. It is handed the bytes already read (9.6 MB less to read).
-const readFile = fs.promises.readFile;
-fs.promises.readFile = function cachedRead(file, ...rest) {
-  if (file === `${PYODIDE_DIR}pyodide.asm.wasm`) return Promise.resolve(pyodideBytes);
-  return readFile.call(this, file, ...rest);
-};
 
 // Pyodide's NODEFS asks process.binding('constants') for the fs flags at start;
 // the permission model denies process.binding, so it gets the same constants.
 const denied = process.binding;
 process.binding = (name) => (name === 'constants' ? { fs: fs.constants } : denied.call(process, name));
 
-const { loadPyodide } = await import(new URL('pyodide.mjs', `file://${PYODIDE_DIR}`).href);
-const bridgeSource = fs.readFileSync(new URL('src/bridge.py', WWW), 'utf8');
-const quiet = () => {};
-const pyOptions = {
-  indexURL: PYODIDE_DIR,
-  lockFileContents: JSON.parse(fs.readFileSync(`${PYODIDE_DIR}pyodide-lock.json`, 'utf8')),
-  stdout: quiet,
-  stderr: quiet,
-  stdin: () => null,
-  env: { HOME: '/home/pyodide' },
-};
+const bridgeSource = fs.readFileSync(BRIDGE_FILE, 'utf8');
 
 if (makeSnapshotTo) {
   // An interpreter with the bridge's imports done and the bridge itself imported
   // (engine.mjs finds it in sys.modules); its state starts clean in every restore.
-  const maker = await loadPyodide({ ...pyOptions, _makeSnapshot: true });
-  maker.runPython('import json, linecache, math, sys, traceback, types, random, sqlite3');
+  const maker = await loadPython({ memoryMb, makeSnapshot: true });
+  maker.runPython(SNAPSHOT_IMPORTS);
   bridgeOf(maker, bridgeSource);
   fs.writeFileSync(makeSnapshotTo, maker.makeMemorySnapshot());
   exit(0);
 }
 
-const pyodide = await loadPyodide({ ...pyOptions, _loadSnapshot: new Uint8Array(fs.readFileSync(snapshotFile)) });
+const pyodide = await loadPython({ memoryMb, snapshotFile });
 const py = bridgeOf(pyodide, bridgeSource);
+// The courier lab's database is the coordinator's: this bridge asks it.
+py.useRemoteStore();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 
 // A world whose every operation is a question to the coordinator. An answer that
 // is not one ends this process: the coordinator has stopped trusting it anyway.
-// One exception saves most of the courier lab's round trips: while the coordinator
-// says its world's statements are free (no fault can land on one), a statement is
-// answered "go" here and handed over, in order, with the next question or the
-// call's answer (StepWorld::statements_free).
-function remoteWorld(kind, free) {
-  const world = { pending: [] };
-  for (const op of Object.keys(WORLD_OPS[kind])) {
+// `extra` carries what the call frame says of the world beyond its operations
+// (the courier lab's `db`: the store's settings, and whether the connection is new).
+function remoteWorld(kind, extra) {
+  const world = { ...extra };
+  for (const op of Object.keys(SANDBOX_OPS[kind])) {
     world[op] = (...args) => {
-      if (op === 'statement' && free) {
-        world.pending.push(args[0] === true);
-        return 'go';
-      }
-      const frame = { t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) };
-      if (world.pending.length) frame.pending = world.pending;
       try {
-        wire.send(frame);
-        // Handed over only once written: a frame refused as too large keeps them.
-        world.pending = [];
+        wire.send({ t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) });
       } catch (e) {
         // Nothing was written: the learner's code gets a clear error instead.
         if (e instanceof RangeError) throw new Error(`${op}: its arguments are larger than the ${CAP_MB} MB one operation may carry`);
@@ -104,7 +66,6 @@ function remoteWorld(kind, free) {
       }
       const a = wire.receive();
       if (a.t !== 'ans') exit(5);
-      free = a.free === true;
       if (typeof a.threw === 'string') throw new Error(a.threw);
       return a.v;
     };
@@ -135,14 +96,13 @@ try {
   for (;;) {
     const m = wire.receive();
     if (m.t === 'call') {
-      const world = m.world ? remoteWorld(m.world, m.free === true) : null;
+      const world = Object.hasOwn(SANDBOX_OPS, m.world) ? remoteWorld(m.world, { db: String(m.db ?? '') }) : null;
       const v = py.call(m.fn, m.args, world, limitS);
       // Not text: the interpreter ended under the call (os._exit, say); so does this
       // process, and the coordinator reports that.
       if (typeof v !== 'string') exit(6);
-      const pending = world && world.pending.length ? { pending: world.pending } : {};
-      sendOr({ t: 'ret', v, ...pending },
-        { t: 'ret', v: hostError(`\`${m.fn}\` returned a value larger than the ${CAP_MB} MB the grader takes`), ...pending });
+      sendOr({ t: 'ret', v },
+        { t: 'ret', v: hostError(`\`${m.fn}\` returned a value larger than the ${CAP_MB} MB the grader takes`) });
     } else if (m.t === 'out') {
       let v = null;
       try { v = py.takeOutput() ?? null; } catch { /* an interpreter that exited: no output */ }

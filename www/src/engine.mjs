@@ -59,6 +59,16 @@ export function bridgeOf(pyodide, bridgeSource) {
   const takeOutput = bridge.take_output;
   return {
     load: bridge.load,
+    /** The grading CLI's sandbox: the courier lab's store is the coordinator's. */
+    useRemoteStore: () => bridge.use_remote_store(),
+    /** The grading CLI's grading thread: the courier lab's store, asked on a sandbox's behalf. */
+    store: () => ({
+      begin: bridge.store_begin,
+      sql: bridge.store_sql,
+      send: bridge.store_send,
+      lookup: bridge.store_lookup,
+      end: bridge.store_end,
+    }),
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
       try {
