@@ -27,9 +27,6 @@ import { BRIDGE_FILE, loadPython } from './python.mjs';
 
 const grader = new (await loadGrader()).Grader();
 
-// The grader's operations on the courier lab's database (bridge.py's
-// _courier_host): answered by the store here, never sent to a sandbox.
-const STORE_OP_PREFIX = '__courier_';
 // The store's interpreter: SQLite's heap and the database have caps of their own
 // (bridge.py); this bounds the rest.
 const STORE_MEMORY_MB = 1024;
@@ -114,15 +111,15 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
-        if (fnName.startsWith(STORE_OP_PREFIX)) return store.call(fnName, argsJson, null);
+        // The grader's operations on the courier database (bridge.py's
+        // STORE_OP_PREFIX): answered by the store here, never sent to a sandbox.
+        if (fnName.startsWith(store.opPrefix)) return store.call(fnName, argsJson, null);
         state.calls++;
         const kind = worldKind(world);
         const frame = { t: 'call', fn: fnName, args: argsJson, world: kind };
-        if (kind !== 'courier') {
-          wire.send(frame);
-          return answerOps(world, false);
-        }
-        const db = store.begin(argsJson, world);
+        // A courier piece's call starts its connection in the store ('' for merge,
+        // which has none); lab 1's calls have no store.
+        const db = kind === 'courier' ? store.begin(argsJson, world) : '';
         if (!db) {
           wire.send(frame);
           return answerOps(world, false);

@@ -447,7 +447,7 @@ def call(fn_name, args_json, world):
     global _timed_out
     if _timed_out:
         return _timeout()
-    if fn_name.startswith("__courier_"):
+    if fn_name.startswith(STORE_OP_PREFIX):
         try:
             return _courier_host(fn_name, json.loads(args_json))
         except KeyboardInterrupt:
@@ -802,6 +802,9 @@ class CourierStore:
         a.executemany("INSERT INTO webhook_events VALUES (?)", [(e,) for e in t["webhook_events"]])
 
 
+# The grader's own operations on the run's database (`__courier_reset` and the
+# like, named in src/wasm.rs): they never reach the learner's code.
+STORE_OP_PREFIX = "__courier_"
 _store = None        # the run's CourierStore, when it lives in this interpreter
 _remote = False      # True in the grading CLI's sandbox: the store is a process away
 

@@ -63,6 +63,7 @@ export function bridgeOf(pyodide, bridgeSource) {
     useRemoteStore: () => bridge.use_remote_store(),
     /** The grading CLI's grading thread: the courier lab's store, asked on a sandbox's behalf. */
     store: () => ({
+      opPrefix: bridge.STORE_OP_PREFIX,
       begin: bridge.store_begin,
       sql: bridge.store_sql,
       send: bridge.store_send,
