@@ -25,6 +25,29 @@ export const SANDBOX_OPS = {
   },
 };
 
+/** How deep a statement's parameters (JSON text, bridge.py's `_dumps`) may nest:
+ *  executemany's list of parameter lists of blobs ({"blob": ...}) is 3. The store
+ *  parses them in Python, whose parser recurses: 200,000 brackets would overflow
+ *  its stack, so deeper text is refused before it gets there. */
+export const PARAMS_DEPTH_CAP = 3;
+
+/** Whether JSON text nests deeper than `cap` (brackets inside strings do not count). */
+export function nestsDeeper(text, cap) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++;              // a backslash: skip what it escapes
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) {  // [ {
+      if (++depth > cap) return true;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return false;
+}
+
 /** The fds a sandbox reads from and writes to. */
 export const SANDBOX_IN_FD = 3;
 export const SANDBOX_OUT_FD = 4;
@@ -38,8 +61,11 @@ export const RUN_CAP_BYTES = 64 << 20;
  *  about 76,000; the time limit usually ends a flood long before). */
 export const RUN_CAP_OPS = 2_000_000;
 
-/** Why the main thread ended a sandbox: slot 0 of a job's shared Int32Array, read
- *  by the grading thread when the sandbox's pipe closes. */
+/** A job's shared Int32Array (`flag`), between the main thread and the grading
+ *  thread: `ended`, why the main thread ended the sandbox (ENDED; the grading
+ *  thread reads it when the sandbox's pipe closes); `threadCpuMs`, the CPU the
+ *  grading thread has spent on this job so far (it counts against the limit). */
+export const JOB = { ended: 0, threadCpuMs: 1, slots: 2 };
 export const ENDED = { running: 0, timeout: 1, memory: 2, aborted: 3 };
 
 /** A frame the coordinator refuses; the submission is reported as interfering. */

@@ -20,7 +20,10 @@
 // authorizer and caps (bridge.py).
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { channel, Closed, ENDED, Interference, RUN_CAP_BYTES, RUN_CAP_OPS, SANDBOX_OPS } from './frames.mjs';
+import {
+  channel, Closed, ENDED, Interference, JOB, nestsDeeper, PARAMS_DEPTH_CAP, RUN_CAP_BYTES, RUN_CAP_OPS, SANDBOX_OPS,
+} from './frames.mjs';
+import { cpuMsOf } from './procfs.mjs';
 import { bridgeOf, worldKind } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { BRIDGE_FILE, loadPython } from './python.mjs';
@@ -40,6 +43,8 @@ const store = await (async () => {
   const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'));
   return { call: py.call, ...py.store() };
 })();
+
+const CPU_TELL_MS = 50;
 
 const TYPES = {
   string: (v) => typeof v === 'string',
@@ -64,15 +69,25 @@ function awaitReady({ fdIn, fdOut }) {
 
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
-  const ended = new Int32Array(flag);
+  const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0 };
+  // This thread's CPU counts against the submission's limit (its statements run
+  // here): told to the main thread's watch every CPU_TELL_MS or so.
+  const cpu0 = cpuMsOf('thread-self');
+  let toldAt = performance.now();
+  const tellCpu = () => {
+    const now = performance.now();
+    if (now - toldAt < CPU_TELL_MS) return;
+    toldAt = now;
+    Atomics.store(shared, JOB.threadCpuMs, cpuMsOf('thread-self') - cpu0);
+  };
   const stop = (e) => {
     if (e instanceof Interference) state.problem ??= e.message;
     else if (e instanceof Closed) state.closed = true;
     else throw e;
   };
   // What a learner call answers once its sandbox is gone or no longer believed.
-  const gone = () => (Atomics.load(ended, 0) === ENDED.timeout
+  const gone = () => (Atomics.load(shared, JOB.ended) === ENDED.timeout
     ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
     : JSON.stringify({ error: { kind: 'host', message: 'The grader stopped running your code.' } }));
 
@@ -91,9 +106,13 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
       if (!signature) throw new Interference('it asked for a world operation this call does not have');
       if (!argsFit(m.args, signature)) throw new Interference(`it asked for ${m.op} with arguments of the wrong types`);
       if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
+      tellCpu();
       let reply;
       if (kind === 'courier') {
         if (!hasDb) throw new Interference('it used the database in a call that has none');
+        if (m.op === 'sql' && nestsDeeper(m.args[2], PARAMS_DEPTH_CAP)) {
+          throw new Interference(`it sent statement parameters nested deeper than ${PARAMS_DEPTH_CAP}`);
+        }
         reply = { t: 'ans', v: store[m.op](...m.args) };
       } else {
         try {
@@ -111,6 +130,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
+        tellCpu();
         // The grader's operations on the courier database (bridge.py's
         // STORE_OP_PREFIX): answered by the store here, never sent to a sandbox.
         if (fnName.startsWith(store.opPrefix)) return store.call(fnName, argsJson, null);

@@ -4,11 +4,11 @@
 // every wrong solution in src/courier/mutants.py fails at least one test, and the
 // ones the catalogue names fail the test meant for them.
 // Run: node --test test/courier.test.mjs   (needs www/pkg: ./lab build)
-import { test, before } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { loadNodeEngine } from '../src/node_host.mjs';
+import { Worker } from 'node:worker_threads';
 
 const repo = new URL('../../', import.meta.url);
 const read = (p) => fs.readFileSync(new URL(p, repo), 'utf8');
@@ -37,13 +37,51 @@ const MUST_FAIL = {
 
 const failing = (r) => r.tests.filter((t) => t.status !== 'pass').map((t) => t.name);
 
-let engine;
-before(async () => {
-  engine = await loadNodeEngine({ labId: 'courier' });
-});
+// A run is about 10 s of one core, and there are about 30: they go to two engines,
+// each in a worker thread of its own (courier/engine_worker.mjs), all asked for up
+// front, so both cores work while the tests below wait for their runs in order.
+const ENGINES = 2;
+const workers = Array.from({ length: ENGINES }, () => new Worker(new URL('courier/engine_worker.mjs', import.meta.url)));
+const waiting = new Map();
+const queue = [];
+const idle = [...workers];
+let nextId = 0;
+for (const w of workers) {
+  w.on('message', ({ id, reports, error }) => {
+    const job = waiting.get(id);
+    waiting.delete(id);
+    if (error) job.reject(new Error(error));
+    else job.resolve(reports);
+    idle.push(w);
+    dispatch();
+  });
+  w.on('error', (e) => { for (const job of waiting.values()) job.reject(e); });
+}
+function dispatch() {
+  while (idle.length && queue.length) {
+    const job = queue.shift();
+    waiting.set(job.id, job);
+    idle.shift().postMessage({ id: job.id, runs: job.runs });
+  }
+}
+/** The reports of `runs` ([source, {seed}?] each), run in order in one engine. */
+function runs(...list) {
+  const job = { id: nextId++, runs: list.map(([source, { seed } = {}]) => ({ source, seed })) };
+  const done = new Promise((resolve, reject) => { job.resolve = resolve; job.reject = reject; });
+  done.catch(() => {}); // reported by the test that awaits it
+  queue.push(job);
+  dispatch();
+  return done;
+}
+const run = (source, opts) => runs([source, opts]).then(([r]) => r);
+after(() => Promise.all(workers.map((w) => w.terminate())));
 
-test('the reference passes every unit test, the chaos run and the fairness run', () => {
-  const r = engine.run(REFERENCE);
+// The longest run first (the variant's claim reads every row), so that it is not last.
+const variantRun = run(fs.readFileSync(new URL('courier/variant.py', import.meta.url), 'utf8'));
+const referenceRun = run(REFERENCE);
+
+test('the reference passes every unit test, the chaos run and the fairness run', async () => {
+  const r = await referenceRun;
   assert.deepEqual(failing(r), []);
   assert.equal(r.status, 'pass');
   const chaos = r.tests.find((t) => t.name === CHAOS);
@@ -52,19 +90,24 @@ test('the reference passes every unit test, the chaos run and the fairness run',
   assert.match(r.tests.find((t) => t.name === FAIRNESS).message, /FIFO/);
 });
 
-test('a correct solution written differently (rows by name, choices in Python, `with db:`) passes everything', () => {
-  const variant = fs.readFileSync(new URL('courier/variant.py', import.meta.url), 'utf8');
-  assert.deepEqual(failing(engine.run(variant)), []);
+test('a correct solution written differently (rows by name, choices in Python, `with db:`) passes everything', async () => {
+  assert.deepEqual(failing(await variantRun), []);
 });
 
-test('the same seed gives the same report, another seed another run', () => {
-  const a = JSON.stringify(engine.run(REFERENCE, { seed: 7 }));
-  assert.equal(JSON.stringify(engine.run(REFERENCE, { seed: 7 })), a);
-  assert.notEqual(JSON.stringify(engine.run(REFERENCE, { seed: 8 })), a);
+// Twice in one engine (nothing of a run reaches the next); the reference's run
+// above is the lab's default seed, another one.
+const seed7Runs = runs([REFERENCE, { seed: 7 }], [REFERENCE, { seed: 7 }]);
+
+test('the same seed gives the same report, another seed another run', async () => {
+  const [a, b] = (await seed7Runs).map((r) => JSON.stringify(r));
+  assert.equal(b, a);
+  assert.notEqual(JSON.stringify(await referenceRun), a);
 });
 
-test('the starter runs and fails, with messages that name the rule', () => {
-  const r = engine.run(STARTER);
+const starterRun = run(STARTER);
+
+test('the starter runs and fails, with messages that name the rule', async () => {
+  const r = await starterRun;
   assert.equal(r.status, 'fail');
   const claim = r.tests.find((t) => t.name === 'claim serves the store that waited longest');
   assert.equal(claim.status, 'fail');
@@ -77,23 +120,24 @@ test('the starter runs and fails, with messages that name the rule', () => {
 });
 
 for (const m of MUTANTS) {
-  test(`mutant ${m.name} is caught (${m.mistake})`, () => {
-    let src = REFERENCE;
-    for (const [from, to] of m.replace) {
-      assert.ok(src.includes(from), `anchor not found: ${from}`);
-      src = src.replace(from, to);
-    }
-    const r = engine.run(src);
+  let src = REFERENCE;
+  const missing = m.replace.find(([from]) => !src.includes(from));
+  for (const [from, to] of m.replace) src = src.replace(from, to);
+  const mutantRun = missing ? null : run(src);
+  test(`mutant ${m.name} is caught (${m.mistake})`, async () => {
+    assert.ok(!missing, `anchor not found: ${missing?.[0]}`);
+    const r = await mutantRun;
     const failed = failing(r);
     assert.ok(failed.length > 0, `${m.name} passed everything`);
     if (MUST_FAIL[m.name]) assert.ok(failed.includes(MUST_FAIL[m.name]), `${m.name} failed only ${failed.join(' | ')}`);
   });
 }
 
-test('a piece that raises fails its test with a traceback into solution.py', () => {
-  const src = REFERENCE.replace('def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n',
-    'def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n    raise RuntimeError("boom")\n');
-  const r = engine.run(src);
+const raisesRun = run(REFERENCE.replace('def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n',
+  'def heartbeat(db, action_id, worker, epoch, now_ms, cfg):\n    raise RuntimeError("boom")\n'));
+
+test('a piece that raises fails its test with a traceback into solution.py', async () => {
+  const r = await raisesRun;
   const t = r.tests.find((x) => x.name === 'a heartbeat extends its own lease');
   assert.equal(t.status, 'error');
   assert.equal(r.tests.find((x) => x.name === 'claim serves the store that waited longest').status, 'pass');
@@ -104,26 +148,33 @@ test('a piece that raises fails its test with a traceback into solution.py', () 
   assert.doesNotMatch(chaos.message, /delivery_lab_bridge/);
 });
 
-test("what a piece prints shows in its unit test's output", () => {
-  const src = REFERENCE.replace('def merge(current, reported):\n', 'def merge(current, reported):\n    print("merging", current, reported)\n');
-  const r = engine.run(src);
+const printsRun = run(REFERENCE.replace('def merge(current, reported):\n', 'def merge(current, reported):\n    print("merging", current, reported)\n'));
+
+test("what a piece prints shows in its unit test's output", async () => {
+  const r = await printsRun;
   const t = r.tests.find((x) => x.name === 'merge only moves forward');
   assert.equal(t.status, 'pass');
   assert.match(t.output, /merging delivered sent/);
 });
 
-test('a step that returns with its transaction open is told so, and rolled back', () => {
-  const src = REFERENCE.replace(/def merge\(current, reported\):\n/, 'def merge(current, reported):\n')
-    + '\n_claim = claim\ndef claim(db, worker, now_ms, cfg):\n    r = _claim(db, worker, now_ms, cfg)\n'
-    + '    db.execute("UPDATE stores SET last_served_ms = last_served_ms")\n    return r\n';
-  const r = engine.run(src);
+// Open only at the unit test's moment (everywhere, the chaos run would restart
+// workers for nothing but time).
+const openRun = run(REFERENCE
+  + '\n_claim = claim\ndef claim(db, worker, now_ms, cfg):\n    r = _claim(db, worker, now_ms, cfg)\n'
+  + '    if now_ms == 10000:\n        db.execute("UPDATE stores SET last_served_ms = last_served_ms")\n    return r\n');
+
+test('a step that returns with its transaction open is told so, and rolled back', async () => {
+  const r = await openRun;
   const t = r.tests.find((x) => x.name === 'claim serves the store that waited longest');
   assert.equal(t.status, 'error');
   assert.match(t.message, /transaction still open/);
 });
 
-test('the time limit (a KeyboardInterrupt) ends the run as timed out, and the next run is unaffected', () => {
-  const r = engine.run(REFERENCE.replace('def claim(db, worker, now_ms, cfg):\n', 'def claim(db, worker, now_ms, cfg):\n    raise KeyboardInterrupt\n'));
+// In one engine: the run after the interrupted one.
+const interruptRuns = runs([REFERENCE.replace('def claim(db, worker, now_ms, cfg):\n', 'def claim(db, worker, now_ms, cfg):\n    raise KeyboardInterrupt\n')], [REFERENCE]);
+
+test('the time limit (a KeyboardInterrupt) ends the run as timed out, and the next run is unaffected', async () => {
+  const [r, next] = await interruptRuns;
   assert.equal(r.status, 'fail');
   const first = r.tests.find((t) => t.name === 'claim serves the store that waited longest');
   assert.equal(first.status, 'timeout');
@@ -131,14 +182,16 @@ test('the time limit (a KeyboardInterrupt) ends the run as timed out, and the ne
   // Every test after it is reported as not run, the system runs included.
   const after = r.tests.slice(r.tests.indexOf(first) + 1);
   assert.ok(after.length > 20 && after.every((t) => t.status === 'timeout'), after.map((t) => t.status).join());
-  assert.equal(engine.run(REFERENCE).status, 'pass');
+  assert.equal(next.status, 'pass');
 });
 
-test('a syntax error and a missing piece are reported, not crashed on', () => {
-  const syntax = engine.run('def claim(db, worker, now_ms, cfg)\n    return None\n');
+const brokenRuns = runs(['def claim(db, worker, now_ms, cfg)\n    return None\n'],
+  [REFERENCE.replace('def merge(', 'def merge_(').replaceAll('merge(', 'merge_(')]);
+
+test('a syntax error and a missing piece are reported, not crashed on', async () => {
+  const [syntax, missing] = await brokenRuns;
   assert.equal(syntax.status, 'error');
   assert.match(syntax.message, /could not be compiled/);
-  const missing = engine.run(REFERENCE.replace('def merge(', 'def merge_(').replaceAll('merge(', 'merge_('));
   const t = missing.tests.find((x) => x.name === 'merge only moves forward');
   assert.equal(t.status, 'error');
   assert.match(t.message, /does not define `merge`/);

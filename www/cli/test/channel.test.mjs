@@ -6,11 +6,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { createGradingPool, INTERFERED } from '../pool.mjs';
+import { createGradingPool, INTERFERED, WALL_FACTOR } from '../pool.mjs';
+import { PARAMS_DEPTH_CAP } from '../frames.mjs';
 
 const FAKE = fileURLToPath(new URL('../fixtures/fake_sandbox.mjs', import.meta.url));
 
-// behaviour -> [status, what the message says] (byte-flood has a test of its own)
+// behaviour -> [status, what the message says, lab] (byte-flood has a test of its own)
 const CASES = {
   'garbage': ['error', `${INTERFERED}: it sent a frame of 4022250974 bytes`],
   'huge-length': ['error', `${INTERFERED}: it sent a frame of 2147483647 bytes`],
@@ -21,8 +22,13 @@ const CASES = {
   'unknown-op': ['error', `${INTERFERED}: it asked for a world operation this call does not have`],
   'ret-not-text': ['error', `${INTERFERED}: it answered a call with something other than text`],
   'dies-mid-call': ['error', 'Your code ended the grader\'s Python process'],
-  'silent': ['fail', 'longer than the 4 s limit'],
+  'silent': ['fail', 'Stopped: the run took longer than the 4 s limit of CPU time.'],
   'op-flood': ['fail', 'longer than the 4 s limit'],
+  // CPU is the limit; a run that only waits is ended by the clock, at WALL_FACTOR times it.
+  'asleep': ['fail', `Stopped: the run was still going after ${4 * WALL_FACTOR} s`],
+  'deep-params': ['error', `${INTERFERED}: it sent statement parameters nested deeper than ${PARAMS_DEPTH_CAP}.`, 'courier'],
+  // The store's CPU counts: stopped at 4 s of it, long before the clock's limit (below).
+  'heavy-sql': ['fail', 'longer than the 4 s limit', 'courier'],
 };
 
 test('a sandbox that breaks the protocol ends its own submission, exactly, and the pool goes on', { timeout: 120_000 }, async () => {
@@ -30,19 +36,26 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
   try {
     await pool.ready;
     const entries = Object.entries(CASES);
-    const lines = await Promise.all(entries.map(([how]) => pool.grade({ source: `# ${how}\n` }).then(JSON.parse)));
+    const lines = await Promise.all(entries.map(([how, [, , lab]]) => pool.grade({ source: `# ${how}\n`, lab }).then(JSON.parse)));
     entries.forEach(([how, [status, says]], i) => {
       const line = lines[i];
       const text = [line.message ?? '', ...line.tests.map((t) => t.message ?? '')].join('\n');
       assert.equal(line.status, status, `${how}: ${text.slice(0, 300)}`);
       assert.ok(text.includes(says), `${how}: expected "${says}" in: ${text.slice(0, 300)}`);
     });
+    const heavy = lines[entries.findIndex(([how]) => how === 'heavy-sql')];
+    assert.ok(heavy.duration_ms < 4000 * WALL_FACTOR - 1000, `heavy-sql ran ${heavy.duration_ms} ms: the store's CPU was not counted`);
     // A sandbox that keeps the protocol and lies (every call "sent", no operation
     // on its world) is graded on what it did: it fails.
     const liar = JSON.parse(await pool.grade({ source: '# liar\n' }));
     assert.equal(liar.status, 'fail');
     assert.ok(liar.passed < liar.total);
-    assert.equal(pool.stats.interfered, 8);
+    assert.equal(pool.stats.interfered, 9);
+    // Waiting is not running: 6 s asleep, then graded on what it did.
+    const late = JSON.parse(await pool.grade({ source: '# slow-start\n' }));
+    assert.equal(late.status, 'fail');
+    assert.ok(late.passed < late.total);
+    assert.ok(late.tests.every((t) => !/Stopped/.test(t.message ?? '')), JSON.stringify(late).slice(0, 300));
     assert.equal(pool.queued(), 0);
   } finally {
     await pool.close();

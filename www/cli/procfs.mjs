@@ -1,0 +1,40 @@
+// What Linux's /proc says about a process or a thread: its CPU so far, its
+// resident memory, its children. Read by the pool (a sandbox's tree) and by a
+// grading thread (itself, /proc/thread-self); every reader answers 0 or nothing
+// for a process that is gone.
+import fs from 'node:fs';
+
+/** User plus system CPU so far, in ms (clock ticks of 10 ms), of a pid or of
+ *  'thread-self' (the calling thread alone). */
+export function cpuMsOf(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+export function rssMb(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Every process under `pid`, deepest first. */
+export function descendants(pid) {
+  let out = [];
+  try {
+    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
+      out = out.concat(descendants(Number(child)), [Number(child)]);
+    }
+  } catch { /* gone */ }
+  return out;
+}
+
+export const treeRss = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + rssMb(p), 0);
+export const treeCpuMs = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + cpuMsOf(p), 0);
