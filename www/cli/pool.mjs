@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { ENDED, JOB, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
 import { jailCommand, jailProblem } from './jail.mjs';
 import { descendants, treeCpuMs, treeRss } from './procfs.mjs';
+import { runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -61,16 +62,11 @@ const SANDBOX_READS = [
 ];
 
 /**
- * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
- * Node under its permission model, reading only SANDBOX_READS, the snapshot and the
- * script; inside jail.mjs's walls when `jailed`. Returns { cmd, args }.
+ * Node's flags of a sandbox, past its permissions. The pool's code-cache step runs
+ * with the same ones: V8 takes a code cache only from a process with its own flags.
  */
-export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, sharedCores = false, jailed = true }) {
-  const reads = [...SANDBOX_READS, ...(snapshotFile ? [snapshotFile] : []), ...(script === SANDBOX ? [] : [script])];
-  const argv = [
-    process.execPath,
-    '--experimental-permission',
-    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
+function sandboxNodeFlags(sharedCores) {
+  return [
     '--disallow-code-generation-from-strings',
     '--max-old-space-size=768',
     '--no-warnings',
@@ -88,9 +84,29 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
     // generation at full size from the first allocation V8 scavenges twice instead
     // of seven times (measured: 40-70 ms less CPU per start, 8 MB more memory).
     '--min-semi-space-size=16',
+    // Not here, measured: --no-opt (a start about 90 ms cheaper, the courier lab's
+    // run 15% dearer), --single-threaded (no gain), --jitless (no WebAssembly).
     // With a sandbox per core, V8's helper threads only take CPU from the other one.
     ...(sharedCores ? ['--single-threaded-gc'] : []),
-    script, String(memoryMb), snapshotFile ?? '',
+  ];
+}
+
+/**
+ * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
+ * Node under its permission model, reading only SANDBOX_READS, the snapshot (and its
+ * index), the code cache and the script; inside jail.mjs's walls when `jailed`.
+ * Returns { cmd, args }.
+ */
+export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true }) {
+  const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile)] : [];
+  if (codeCacheFile) files.push(codeCacheFile);
+  const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
+  const argv = [
+    process.execPath,
+    '--experimental-permission',
+    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
+    ...sandboxNodeFlags(sharedCores),
+    script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
   ];
   return jailed ? jailCommand(argv, reads) : { cmd: argv[0], args: argv.slice(1) };
 }
@@ -212,27 +228,43 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
-  const command = sandboxCommand({ script: sandboxScript, memoryMb, snapshotFile, sharedCores: jobs > 1, jailed: sandbox });
+  const codeCacheFile = path.join(tmp, 'pyodide.code-cache');
+  const sharedCores = jobs > 1;
+  const command = sandboxCommand({
+    script: sandboxScript, memoryMb, snapshotFile, codeCacheFile: sandboxScript === SANDBOX ? codeCacheFile : null, sharedCores, jailed: sandbox,
+  });
 
-  // The snapshot every sandbox restores from: a trusted run of sandbox.mjs (no
-  // learner code) that may write this one file.
-  function makeSnapshot() {
-    if (sandboxScript !== SANDBOX) return fs.writeFileSync(snapshotFile, '');
+  /** A trusted run of sandbox.mjs (no learner code) that may write only `outs`. */
+  function makeFiles(outs, flags, args, what) {
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [
-        '--experimental-permission', '--no-warnings',
-        `--allow-fs-read=${WWW}*`, `--allow-fs-write=${snapshotFile}`,
-        SANDBOX, '--make-snapshot', snapshotFile,
+        '--experimental-permission', ...flags, '--no-warnings',
+        `--allow-fs-read=${WWW}*`, `--allow-fs-read=${tmp}/*`, ...outs.map((f) => `--allow-fs-write=${f}`),
+        SANDBOX, ...args,
       ], { stdio: ['ignore', 'ignore', 'pipe'], env: {} });
       let err = '';
       child.stderr.on('data', (d) => { if (err.length < 8000) err += d; });
       child.on('exit', (code) => {
-        if (code === 0 && fs.existsSync(snapshotFile)) {
-          fs.chmodSync(snapshotFile, 0o444);
+        if (code === 0 && outs.every((f) => fs.existsSync(f))) {
+          for (const f of outs) fs.chmodSync(f, 0o444);
           resolve();
-        } else reject(new Error(`the interpreter snapshot could not be made: ${err.slice(-2000)}`));
+        } else reject(new Error(`the ${what} could not be made: ${err.slice(-2000)}`));
       });
     });
+  }
+
+  // The files every sandbox reads, made before any sandbox starts and read-only to
+  // them: the interpreter snapshot it restores from (with its index of non-zero
+  // pages), then the code cache of Pyodide's JS (made by a sandbox's own start,
+  // with a sandbox's flags). The grading threads restore the same snapshot.
+  async function makeSnapshot() {
+    if (sandboxScript !== SANDBOX) {
+      // A test's sandbox program: the files it may read exist, empty.
+      for (const f of [snapshotFile, runsFileOf(snapshotFile)]) fs.writeFileSync(f, '');
+      return;
+    }
+    await makeFiles([snapshotFile, runsFileOf(snapshotFile)], [], ['--make-snapshot', snapshotFile], 'interpreter snapshot');
+    await makeFiles([codeCacheFile], sandboxNodeFlags(sharedCores), ['--make-code-cache', snapshotFile, codeCacheFile], 'code cache');
   }
 
   function labInfo(lab) {

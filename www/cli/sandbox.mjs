@@ -14,16 +14,21 @@
 // (Python reaching JavaScript, say) knows only the inputs of the calls made so
 // far and the rows its statements read, and can hurt only itself.
 //
-// argv: MEMORY_MB SNAPSHOT_FILE, or --make-snapshot FILE (the pool's trusted first
-// step, no learner code: it writes the snapshot every sandbox restores from).
+// argv: MEMORY_MB SNAPSHOT_FILE [CODE_CACHE_FILE]; or --make-snapshot FILE (the
+// pool's trusted first step, no learner code: it writes the snapshot every sandbox
+// restores from, and its index); or --make-code-cache SNAPSHOT_FILE FILE (the
+// second: a sandbox's own start, then V8's compiled code of Pyodide's JS to FILE).
 import fs from 'node:fs';
 import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OPS, SANDBOX_OUT_FD } from './frames.mjs';
 import { bridgeOf } from '../src/engine.mjs';
-import { BRIDGE_FILE, loadPython, SNAPSHOT_IMPORTS } from './python.mjs';
+import { BRIDGE_FILE, loadPython, pyodideCodeCache, SNAPSHOT_IMPORTS, writeSnapshot } from './python.mjs';
 
-const makeSnapshotTo = process.argv[2] === '--make-snapshot' ? process.argv[3] : null;
-const memoryMb = makeSnapshotTo ? 512 : Number(process.argv[2] || 512);
+const mode = process.argv[2];
+const makeSnapshotTo = mode === '--make-snapshot' ? process.argv[3] : null;
+const makeCodeCacheTo = mode === '--make-code-cache' ? process.argv[4] : null;
+const memoryMb = makeSnapshotTo || makeCodeCacheTo ? 512 : Number(process.argv[2] || 512);
 const snapshotFile = makeSnapshotTo ? null : process.argv[3];
+const codeCacheFile = makeSnapshotTo || makeCodeCacheTo ? null : process.argv[4] || null;
 const exit = process.exit.bind(process);
 
 // Pyodide's NODEFS asks process.binding('constants') for the fs flags at start;
@@ -39,12 +44,17 @@ if (makeSnapshotTo) {
   const maker = await loadPython({ memoryMb, makeSnapshot: true });
   maker.runPython(SNAPSHOT_IMPORTS);
   bridgeOf(maker, bridgeSource);
-  fs.writeFileSync(makeSnapshotTo, maker.makeMemorySnapshot());
+  writeSnapshot(makeSnapshotTo, maker.makeMemorySnapshot());
   exit(0);
 }
 
-const pyodide = await loadPython({ memoryMb, snapshotFile });
+const codeCache = makeCodeCacheTo ? new Uint8Array(0) : codeCacheFile ? fs.readFileSync(codeCacheFile) : null;
+const pyodide = await loadPython({ memoryMb, snapshotFile, sparse: true, codeCache });
 const py = bridgeOf(pyodide, bridgeSource);
+if (makeCodeCacheTo) {
+  fs.writeFileSync(makeCodeCacheTo, pyodideCodeCache());
+  exit(0);
+}
 // The courier lab's database is the coordinator's: this bridge asks it.
 py.useRemoteStore();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
