@@ -1,0 +1,59 @@
+// The courier lab under the grading CLI: its database is the coordinator's (the
+// grading thread's store), so the verdicts below come from what the store saw. A
+// file of its own, so that `./lab test` runs it beside grade.test.mjs (each full
+// courier run is about 30 s of CPU, and most of grade.test.mjs uses one core).
+// Run: cd www && node --test cli/test/courier.test.mjs   (needs www/pkg)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { INTERFERED } from '../pool.mjs';
+
+const WWW = fileURLToPath(new URL('../../', import.meta.url));
+const GRADE = path.join(WWW, 'cli/grade.mjs');
+
+function write(dir, name, text) {
+  fs.writeFileSync(path.join(dir, name), text);
+}
+
+test('the courier lab: the reference passes; a resend without lookup, an open transaction and a forged send do not', { timeout: 400_000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-courier-'));
+  const ref = fs.readFileSync(path.join(WWW, '../src/courier/reference.py'), 'utf8');
+  const anchor = '        if attempts > 0:\n';
+  assert.ok(ref.includes(anchor));
+  write(dir, 'a_reference.py', ref);
+  write(dir, 'c_no_lookup.py', ref.replace(anchor, '        if False:\n'));
+  // The store is the coordinator's: a step that leaves its transaction open is
+  // caught there, whatever the sandbox answers.
+  // (Only at the unit test's moment: everywhere, the chaos run would restart
+  // workers until the limit.)
+  write(dir, 'd_open_transaction.py', `${ref}\n_claim = claim\ndef claim(db, worker, now_ms, cfg):\n`
+    + '    r = _claim(db, worker, now_ms, cfg)\n    if now_ms == 10000:\n'
+    + '        db.execute("UPDATE stores SET last_served_ms = last_served_ms")\n    return r\n');
+  // The attempts a send carries are the store's to read: a sandbox that states
+  // its own (reaching the world object under its provider) has interfered.
+  write(dir, 'e_forge_committed.py', ref.replace('answer = provider.send(key, phone, body)',
+    'answer = provider._port.live("provider").send(key, phone, body, 1)'));
+  const r = await new Promise((resolve) => {
+    execFile(process.execPath, [GRADE, '--lab', 'courier', '--jobs', '2', '--format', 'json', dir], { maxBuffer: 1 << 26 },
+      (e, stdout, stderr) => resolve({ code: e ? e.code : 0, stdout, stderr }));
+  });
+  assert.equal(r.code, 1, r.stderr);
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(lines.map((l) => [path.basename(l.file), l.lab, l.status]), [
+    ['a_reference.py', 'courier', 'pass'], ['c_no_lookup.py', 'courier', 'fail'],
+    ['d_open_transaction.py', 'courier', 'fail'], ['e_forge_committed.py', 'courier', 'error']]);
+  const chaos = lines[1].tests.find((t) => t.name.startsWith('chaos run'));
+  assert.equal(chaos.status, 'fail');
+  assert.match(chaos.message, /FAIL sends with no lookup since the previous send: [1-9]/);
+  const claim = lines[2].tests.find((t) => t.name === 'claim serves the store that waited longest');
+  assert.equal(claim.status, 'error');
+  assert.match(claim.message, /claim returned with a transaction still open; it was rolled back/);
+  assert.equal(lines[2].tests.filter((t) => t.status !== 'pass').length, 1, 'only the unit test at 10000 ms fails');
+  assert.equal(lines[3].message, `${INTERFERED}: it asked for send with arguments of the wrong types.`);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
