@@ -232,7 +232,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let closed = false;
   let grader = null;
   const labCache = new Map();
-  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0 };
+  // stoppedByCpu / stoppedByClock: runs ended at the limit, and which stop ended them.
+  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0 };
 
   const problem = sandbox ? jailProblem() : '';
   if (problem) {
@@ -412,9 +413,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     job.end = end;
     job.timer = setInterval(() => {
       const cpuMs = treeCpuMs(sb.child.pid) - sb.bootCpuMs + Atomics.load(shared, JOB.threadCpuMs);
-      if (cpuMs > limitMs) return end(ENDED.timeout);
+      if (cpuMs > limitMs) {
+        stats.stoppedByCpu++;
+        return end(ENDED.timeout);
+      }
       if (performance.now() - job.startedAt > limitMs * WALL_FACTOR) {
         job.waited = true;
+        stats.stoppedByClock++;
         return end(ENDED.timeout);
       }
       const rss = treeRss(sb.child.pid);
