@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
 import { jailCommand, jailProblem } from './jail.mjs';
-import { descendants, treeCpuMs, treeRss } from './procfs.mjs';
+import { descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
@@ -412,7 +412,9 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     };
     job.end = end;
     job.timer = setInterval(() => {
-      const cpuMs = treeCpuMs(sb.child.pid) - sb.bootCpuMs + Atomics.load(shared, JOB.threadCpuMs);
+      // The sandbox's processes, walked once per tick for both watches.
+      const tree = treeOf(sb.child.pid);
+      const cpuMs = treeCpuMs(sb.child.pid, tree) - sb.bootCpuMs + Atomics.load(shared, JOB.threadCpuMs);
       if (cpuMs > limitMs) {
         stats.stoppedByCpu++;
         return end(ENDED.timeout);
@@ -422,7 +424,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         stats.stoppedByClock++;
         return end(ENDED.timeout);
       }
-      const rss = treeRss(sb.child.pid);
+      const rss = treeRss(sb.child.pid, tree);
       stats.peakRssMb = Math.max(stats.peakRssMb, rss);
       if (rss > baseRss + memoryMb + MEMORY_SLACK_MB) end(ENDED.memory);
     }, 50);

@@ -36,5 +36,7 @@ export function descendants(pid) {
   return out;
 }
 
-export const treeRss = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + rssMb(p), 0);
-export const treeCpuMs = (pid) => [pid, ...descendants(pid)].reduce((n, p) => n + cpuMsOf(p), 0);
+/** `pid` and every process under it. */
+export const treeOf = (pid) => [pid, ...descendants(pid)];
+export const treeRss = (pid, tree = treeOf(pid)) => tree.reduce((n, p) => n + rssMb(p), 0);
+export const treeCpuMs = (pid, tree = treeOf(pid)) => tree.reduce((n, p) => n + cpuMsOf(p), 0);
