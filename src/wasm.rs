@@ -7,7 +7,7 @@
 #[cfg(feature = "courier")]
 use crate::courier::{
     self,
-    sim::{Call, Config, Fault, Faults, Host, StepWorld, Tables},
+    sim::{Call, Config, Fault, Faults, Host, RunStop, StepWorld, Tables},
 };
 #[cfg(feature = "deliver-once")]
 use crate::deliver_once::{
@@ -561,22 +561,25 @@ mod courier_host {
             &mut self,
             op: &str,
             args: &impl Serialize,
-        ) -> Result<serde_json::Value, String> {
-            let args = serde_json::to_string(args).map_err(|e| e.to_string())?;
-            let v = self.raw(op, &args, None)?;
+        ) -> Result<serde_json::Value, RunStop> {
+            let failed = |why: String| RunStop::Failed(format!("{op}: {why}"));
+            let args = serde_json::to_string(args).map_err(|e| failed(e.to_string()))?;
+            let v = self.raw(op, &args, None).map_err(failed)?;
             match (v.get("ok"), v.get("error")) {
                 (Some(ok), None) => Ok(ok.clone()),
                 // The limit can land while the host works for the lab.
                 (None, Some(e)) if e.get("kind").and_then(|k| k.as_str()) == Some("timeout") => {
-                    Err(format!("{op}: the run reached its time limit"))
+                    Err(RunStop::TimedOut(format!(
+                        "{op}: the run reached its time limit"
+                    )))
                 }
-                (None, Some(e)) => Err(format!(
-                    "{op}: {}",
+                (None, Some(e)) => Err(failed(
                     e.get("message")
                         .and_then(|m| m.as_str())
                         .unwrap_or("failed")
+                        .to_string(),
                 )),
-                _ => Err(format!("{op}: the host's answer is neither ok nor error")),
+                _ => Err(failed("the host's answer is neither ok nor error".into())),
             }
         }
     }
@@ -588,16 +591,16 @@ mod courier_host {
     }
 
     impl Host for JsCourierHost {
-        fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
+        fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
             self.trusted("__courier_reset", &ResetArgs { cfg, stores })
                 .map(|_| ())
         }
 
-        fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), String> {
+        fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), RunStop> {
             self.trusted("__courier_enqueue", action).map(|_| ())
         }
 
-        fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+        fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), RunStop> {
             self.trusted("__courier_settle", &(action_id, now_ms))
                 .map(|_| ())
         }
@@ -627,12 +630,13 @@ mod courier_host {
             let _ = self.trusted("__courier_restart", &());
         }
 
-        fn dump(&mut self) -> Result<Tables, String> {
+        fn dump(&mut self) -> Result<Tables, RunStop> {
             let v = self.trusted("__courier_dump", &())?;
-            Tables::from_json(&v).map_err(|e| format!("the host's tables do not read: {e}"))
+            Tables::from_json(&v)
+                .map_err(|e| RunStop::Failed(format!("the host's tables do not read: {e}")))
         }
 
-        fn load(&mut self, tables: &Tables) -> Result<(), String> {
+        fn load(&mut self, tables: &Tables) -> Result<(), RunStop> {
             self.trusted("__courier_load", tables).map(|_| ())
         }
 

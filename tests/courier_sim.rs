@@ -23,7 +23,7 @@ fn reference_passes_the_chaos_run() {
             r.failing.first().map(|f| &r.stories[&f.0])
         );
         assert_eq!(r.tally.actions, 2000);
-        assert_eq!(r.kills["total"], 200, "seed {seed}: {:?}", r.kills);
+        assert_eq!(r.kills_total(), 200, "seed {seed}: {:?}", r.kills);
         assert!(r.zombies > 0 && r.slow > 0, "{r:?}");
         // Only the restart makes the reference fail a step: no other crash.
         assert!(
@@ -190,6 +190,19 @@ fn tables_read_back_from_their_json() {
 struct Recorder {
     inner: RefHost,
     events: Vec<&'static str>,
+    /// In a system run, from its first action past this many (the chaos run's 2,000
+    /// come first, then the fairness run's), every claim ends with this error instead.
+    claims_fail: Option<(usize, delivery_lab::value::LearnerError)>,
+}
+
+impl Recorder {
+    fn new() -> Recorder {
+        Recorder {
+            inner: RefHost::new(None),
+            events: Vec::new(),
+            claims_fail: None,
+        }
+    }
 }
 
 impl delivery_lab::courier::sim::Host for Recorder {
@@ -197,14 +210,21 @@ impl delivery_lab::courier::sim::Host for Recorder {
         &mut self,
         cfg: &delivery_lab::courier::sim::Config,
         stores: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), delivery_lab::courier::sim::RunStop> {
         self.inner.reset(cfg, stores)
     }
-    fn enqueue(&mut self, action: &delivery_lab::courier::sim::ActionRow) -> Result<(), String> {
+    fn enqueue(
+        &mut self,
+        action: &delivery_lab::courier::sim::ActionRow,
+    ) -> Result<(), delivery_lab::courier::sim::RunStop> {
         self.events.push("system");
         self.inner.enqueue(action)
     }
-    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
+    fn settle(
+        &mut self,
+        action_id: u64,
+        now_ms: u64,
+    ) -> Result<(), delivery_lab::courier::sim::RunStop> {
         self.inner.settle(action_id, now_ms)
     }
     fn call(
@@ -212,6 +232,14 @@ impl delivery_lab::courier::sim::Host for Recorder {
         call: &delivery_lab::courier::sim::Call,
         world: &delivery_lab::courier::sim::StepWorld,
     ) -> Result<delivery_lab::value::Value, delivery_lab::value::LearnerError> {
+        if let (delivery_lab::courier::sim::Call::Claim { .. }, Some((after, e))) =
+            (call, &self.claims_fail)
+        {
+            let in_system_run = self.events.last() == Some(&"system");
+            if in_system_run && self.events.iter().filter(|e| **e == "system").count() > *after {
+                return Err(e.clone());
+            }
+        }
         self.inner.call(call, world)
     }
     fn kill(&mut self, worker: &str) {
@@ -220,10 +248,15 @@ impl delivery_lab::courier::sim::Host for Recorder {
     fn restart_db(&mut self) {
         self.inner.restart_db()
     }
-    fn dump(&mut self) -> Result<delivery_lab::courier::sim::Tables, String> {
+    fn dump(
+        &mut self,
+    ) -> Result<delivery_lab::courier::sim::Tables, delivery_lab::courier::sim::RunStop> {
         self.inner.dump()
     }
-    fn load(&mut self, tables: &delivery_lab::courier::sim::Tables) -> Result<(), String> {
+    fn load(
+        &mut self,
+        tables: &delivery_lab::courier::sim::Tables,
+    ) -> Result<(), delivery_lab::courier::sim::RunStop> {
         self.events.push("unit");
         self.inner.load(tables)
     }
@@ -237,10 +270,7 @@ impl delivery_lab::courier::sim::Host for Recorder {
 fn hidden_units_run_after_every_shown_test() {
     use delivery_lab::courier::{self, cases};
     use delivery_lab::report::{Audience, TestKind};
-    let mut host = Recorder {
-        inner: RefHost::new(None),
-        events: Vec::new(),
-    };
+    let mut host = Recorder::new();
     let report = courier::grade(&mut host, 1042, Audience::Learner);
     assert!(
         report.all_passed(),
@@ -271,10 +301,7 @@ fn hidden_units_run_after_every_shown_test() {
         all.iter()
             .filter(|c| c.kind == kind)
             .map(|c| {
-                let mut r = Recorder {
-                    inner: RefHost::new(None),
-                    events: Vec::new(),
-                };
+                let mut r = Recorder::new();
                 courier::units::run_case(&mut r, c);
                 r.events.len()
             })
@@ -291,4 +318,68 @@ fn hidden_units_run_after_every_shown_test() {
         &all.iter().map(|c| c.name).collect::<Vec<_>>()[..]
     );
     assert_eq!(kinds[all.len()..], [TestKind::Example, TestKind::Example]);
+}
+
+/// Issue 11: a stop is typed, not read from its words. A claim that raises an
+/// exception whose message says "limit" fails the fairness run, and every test
+/// after it still runs.
+#[test]
+fn an_exception_that_says_limit_is_not_a_timeout() {
+    use delivery_lab::courier::{self, FAIRNESS_TEST};
+    use delivery_lab::report::{Audience, TestStatus};
+    use delivery_lab::value::LearnerError;
+    let mut host = Recorder::new();
+    host.claims_fail = Some((
+        2000,
+        LearnerError::Exception {
+            message: "ValueError: over the rate limit; time limit too".into(),
+        },
+    ));
+    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    for t in &report.tests {
+        let want = if t.name == FAIRNESS_TEST {
+            TestStatus::Fail
+        } else {
+            TestStatus::Pass
+        };
+        assert_eq!(t.status, want, "{}: {:?}", t.name, t.message);
+    }
+    let fairness = report
+        .tests
+        .iter()
+        .find(|t| t.name == FAIRNESS_TEST)
+        .unwrap();
+    let message = fairness.message.as_deref().unwrap();
+    assert!(
+        message.contains("Your claim could not finish the run: every store equal: Your code raised an exception:\nValueError: over the rate limit"),
+        "{message}"
+    );
+}
+
+/// The same place with a real timeout: the fairness run is a timeout, and the
+/// hidden units after it are not run.
+#[test]
+fn a_timeout_in_the_fairness_run_stops_the_tests_after_it() {
+    use delivery_lab::courier::{self, cases, CHAOS_TEST, FAIRNESS_TEST};
+    use delivery_lab::report::{Audience, TestKind, TestStatus};
+    use delivery_lab::value::LearnerError;
+    let mut host = Recorder::new();
+    host.claims_fail = Some((2000, LearnerError::Timeout { limit_s: 20.0 }));
+    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    let hidden: Vec<&str> = cases()
+        .iter()
+        .filter(|c| c.kind == TestKind::Hidden)
+        .map(|c| c.name)
+        .collect();
+    assert!(!hidden.is_empty());
+    for t in &report.tests {
+        let want = if t.name == FAIRNESS_TEST || hidden.contains(&t.name.as_str()) {
+            TestStatus::Timeout
+        } else {
+            TestStatus::Pass
+        };
+        assert_eq!(t.status, want, "{}: {:?}", t.name, t.message);
+    }
+    let chaos = report.tests.iter().find(|t| t.name == CHAOS_TEST).unwrap();
+    assert_eq!(chaos.status, TestStatus::Pass);
 }

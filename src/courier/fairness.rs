@@ -4,7 +4,7 @@
 //! equal. Sized at about 40% busy so that the noisy store's extra 9% of traffic
 //! barely moves the queue by itself: what moves p95 is the scheduler.
 
-use super::sim::{action_row, read_claim, store_name, Call, Config, Host, StepWorld};
+use super::sim::{action_row, read_claim, store_name, Call, Config, Host, RunStop, StepWorld};
 use crate::rng::SeededRng;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -77,8 +77,9 @@ pub struct FairnessReport {
     pub seed: u64,
     pub max_ratio: f64,
     pub rows: Vec<FairRow>,
-    /// The first host error, when a claim raised or returned the wrong shape.
-    pub error: Option<String>,
+    /// Why the run ended early: a claim raised, returned the wrong shape or reached
+    /// the time limit (the load it happened in starts the message).
+    pub error: Option<RunStop>,
 }
 
 impl FairnessReport {
@@ -141,7 +142,7 @@ enum Ev {
 }
 
 /// One load through the host's claim. Returns the other stores' latencies.
-fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64>, u64), String> {
+fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64>, u64), RunStop> {
     let cfg = Config::default();
     let stores: Vec<String> = (0..plan.stores).map(store_name).collect();
     host.reset(&cfg, &stores)?;
@@ -159,13 +160,13 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
     let mut bad_claims = 0;
     // The fairness run's claims touch no provider and never fault.
     let calm = StepWorld::calm();
-    let claim = |host: &mut dyn Host, w: usize, now_ms: u64| -> Result<Option<u64>, String> {
+    let claim = |host: &mut dyn Host, w: usize, now_ms: u64| -> Result<Option<u64>, RunStop> {
         let call = Call::Claim {
             worker: format!("w{w}"),
             now_ms,
         };
-        let v = host.call(&call, &calm).map_err(|e| e.to_string())?;
-        Ok(read_claim(&v)?.map(|(id, _)| id))
+        let v = host.call(&call, &calm)?;
+        Ok(read_claim(&v).map_err(RunStop::Failed)?.map(|(id, _)| id))
     };
     while let Some(((t, _), ev)) = events.pop_first() {
         let worker = match ev {
@@ -204,7 +205,9 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
                     None => {
                         bad_claims += 1;
                         if bad_claims > 1000 {
-                            return Err("claim keeps returning actions that are not waiting".into());
+                            return Err(RunStop::Failed(
+                                "claim keeps returning actions that are not waiting".into(),
+                            ));
                         }
                     }
                 },
@@ -240,7 +243,7 @@ pub fn fairness_run(host: &mut dyn Host, plan: &FairPlan) -> FairnessReport {
                 });
             }
             Err(e) => {
-                report.error = Some(format!("{}: {e}", load_name(load)));
+                report.error = Some(e.map(|m| format!("{}: {m}", load_name(load))));
                 break;
             }
         }

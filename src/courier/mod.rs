@@ -16,7 +16,7 @@ pub mod units;
 use crate::lab::{Lab, LabInfo};
 use crate::report::{Audience, Report, TestKind, TestReport, TestStatus};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
-use sim::{chaos_run, ChaosPlan, ChaosReport, Host};
+use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
 use units::{run_case, UnitCase};
 
 pub const ID: &str = "courier";
@@ -110,8 +110,8 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
     let t = &r.tally;
     let mut out = vec![
         format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
-            r.kills.get("total").copied().unwrap_or(0),
-            r.kills.iter().filter(|(k, _)| *k != "total").map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
+            r.kills_total(),
+            r.kills_by_name().iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
             r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
         String::new(),
         row("actions with exactly one message sent", format!("{} of {}", t.exactly_one_effect, t.actions), &format!("{} of {}", t.actions, t.actions), t.exactly_one_effect == t.actions),
@@ -273,13 +273,15 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
     host.take_output();
     let chaos = match chaos {
         Ok(r) => system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed)),
-        Err(e) if e.contains("limit") => {
+        Err(RunStop::TimedOut(e)) => {
             let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
             t.status = TestStatus::Timeout;
             *stopped = true;
             return [t, not_run(FAIRNESS_TEST, TestKind::Example)];
         }
-        Err(e) => system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}")),
+        Err(RunStop::Failed(e)) => {
+            system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"))
+        }
     };
     let plan = FairPlan::full(seed);
     let yours = fairness_run(host, &plan);
@@ -289,7 +291,7 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
         &plan,
     );
     let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness_text(&yours, &fifo));
-    if yours.error.as_deref().is_some_and(|e| e.contains("limit")) {
+    if yours.error.as_ref().is_some_and(RunStop::is_timeout) {
         t.status = TestStatus::Timeout;
         *stopped = true;
     }

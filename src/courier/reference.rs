@@ -7,8 +7,8 @@
 
 use super::provider::{LookupAnswer, SendAnswer};
 use super::sim::{
-    status_name, ActionRow, ActionState, Call, Config, Fault, Faults, Host, OutboxState, StepWorld,
-    StoreState, Tables,
+    status_name, ActionRow, ActionState, Call, Config, Fault, Faults, Host, OutboxState, RunStop,
+    StepWorld, StoreState, Tables,
 };
 use crate::value::{LearnerError, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -445,7 +445,7 @@ fn killed(_: super::sim::Killed) -> Stop {
 }
 
 impl Host for RefHost {
-    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String> {
+    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
         *self = RefHost::new(self.mistake);
         self.cfg = *cfg;
         for s in stores {
@@ -454,7 +454,7 @@ impl Host for RefHost {
         Ok(())
     }
 
-    fn enqueue(&mut self, a: &ActionRow) -> Result<(), String> {
+    fn enqueue(&mut self, a: &ActionRow) -> Result<(), RunStop> {
         self.actions.insert(
             a.id,
             ActionRec {
@@ -471,8 +471,11 @@ impl Host for RefHost {
         Ok(())
     }
 
-    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String> {
-        let a = self.actions.get_mut(&action_id).ok_or("no such action")?;
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), RunStop> {
+        let a = self
+            .actions
+            .get_mut(&action_id)
+            .ok_or_else(|| RunStop::Failed("no such action".into()))?;
         a.state = "dispatched";
         a.lease_until_ms = now_ms;
         Ok(())
@@ -519,7 +522,7 @@ impl Host for RefHost {
         self.rollback();
     }
 
-    fn dump(&mut self) -> Result<Tables, String> {
+    fn dump(&mut self) -> Result<Tables, RunStop> {
         Ok(Tables {
             actions: self
                 .actions
@@ -560,7 +563,7 @@ impl Host for RefHost {
         })
     }
 
-    fn load(&mut self, t: &Tables) -> Result<(), String> {
+    fn load(&mut self, t: &Tables) -> Result<(), RunStop> {
         self.actions.clear();
         self.stores.clear();
         self.outbox.clear();
@@ -572,7 +575,7 @@ impl Host for RefHost {
                 "pending" => "pending",
                 "claimed" => "claimed",
                 "dispatched" => "dispatched",
-                other => return Err(format!("unknown state {other:?}")),
+                other => return Err(RunStop::Failed(format!("unknown state {other:?}"))),
             };
             self.actions.insert(
                 a.id,

@@ -16,6 +16,7 @@ use crate::value::{LearnerError, Value};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::rc::Rc;
 
 /// The numbers the learner's pieces get as `cfg`.
@@ -253,13 +254,55 @@ pub trait Faults {
 }
 
 /// The host: the database, the learner's pieces, and the trusted calls around them.
+/// Why a run, or a trusted host operation, ended before its end. Typed, so that no
+/// decision reads a message's words (a learner's exception may say "limit").
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "stop", content = "message", rename_all = "kebab-case")]
+pub enum RunStop {
+    /// The learner's code reached the run's time limit: no later test runs.
+    TimedOut(String),
+    /// The run fails with this message; the later tests still run.
+    Failed(String),
+}
+
+impl RunStop {
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, RunStop::TimedOut(_))
+    }
+
+    /// The same stop, its message rewritten (a prefix saying where it happened).
+    pub fn map(self, f: impl FnOnce(String) -> String) -> RunStop {
+        match self {
+            RunStop::TimedOut(m) => RunStop::TimedOut(f(m)),
+            RunStop::Failed(m) => RunStop::Failed(f(m)),
+        }
+    }
+}
+
+impl fmt::Display for RunStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunStop::TimedOut(m) | RunStop::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<LearnerError> for RunStop {
+    fn from(e: LearnerError) -> Self {
+        match e {
+            LearnerError::Timeout { .. } => RunStop::TimedOut(e.to_string()),
+            _ => RunStop::Failed(e.to_string()),
+        }
+    }
+}
+
 pub trait Host {
     /// A fresh database with the lab's schema and these stores.
-    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), String>;
+    fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop>;
     /// Trusted: a new pending action.
-    fn enqueue(&mut self, action: &ActionRow) -> Result<(), String>;
+    fn enqueue(&mut self, action: &ActionRow) -> Result<(), RunStop>;
     /// Trusted (fairness run only): the action's message went out; release it.
-    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), String>;
+    fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), RunStop>;
     /// Runs one learner piece; `faults` is asked at every statement and provider call.
     fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError>;
     /// The worker's process is gone: roll back and close its connection.
@@ -267,13 +310,13 @@ pub trait Host {
     /// The database restarts: every open transaction is lost.
     fn restart_db(&mut self);
     /// Trusted: every table's rows, as committed.
-    fn dump(&mut self) -> Result<Tables, String>;
+    fn dump(&mut self) -> Result<Tables, RunStop>;
     /// What the learner's code printed since the last time this was asked.
     fn take_output(&mut self) -> Option<String> {
         None
     }
     /// Trusted: replaces every table's rows (a unit case's starting state).
-    fn load(&mut self, tables: &Tables) -> Result<(), String>;
+    fn load(&mut self, tables: &Tables) -> Result<(), RunStop>;
 }
 
 /// Where a worker was killed.
@@ -351,7 +394,8 @@ pub struct ChaosReport {
     pub outcomes_differ: usize,
     /// Claims of an action a healthy, live worker still held.
     pub taken_from_healthy: usize,
-    pub kills: BTreeMap<String, u64>,
+    /// Kills per kind, in `KillKind` order (as the plan's).
+    pub kills: [u64; 4],
     pub zombies: u64,
     pub slow: u64,
     pub db_restart: (u64, u64),
@@ -369,6 +413,21 @@ pub struct ChaosReport {
 }
 
 impl ChaosReport {
+    pub fn kills_total(&self) -> u64 {
+        self.kills.iter().sum()
+    }
+
+    /// Each kind of kill that happened, with its count, by name.
+    pub fn kills_by_name(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<_> = KILL_KINDS
+            .iter()
+            .map(|k| (kill_name(*k), self.kills[*k as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Every row at its required value.
     pub fn passed(&self) -> bool {
         let t = &self.tally;
@@ -852,7 +911,7 @@ struct Chaos<'h> {
     current_epoch: BTreeMap<u64, i64>,
     taken: Vec<u64>,
     /// The run stopped early: the learner's code ran past the time limit.
-    stopped: Option<String>,
+    stopped: Option<RunStop>,
 }
 
 const CRASH_MESSAGES_KEPT: usize = 3;
@@ -894,13 +953,7 @@ impl<'h> Chaos<'h> {
             return None;
         }
         if let Err(LearnerError::Timeout { .. }) = &answer {
-            self.stopped = Some(
-                answer
-                    .clone()
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default(),
-            );
+            self.stopped = answer.clone().err().map(RunStop::from);
             return None;
         }
         let checked = answer
@@ -942,7 +995,7 @@ impl<'h> Chaos<'h> {
     fn kill(&mut self, w: usize, kind: KillKind) {
         let name = self.workers[w].name();
         let action = self.workers[w].job.as_ref().map_or(0, |j| j.action);
-        *self.report.kills.entry(kill_name(kind).into()).or_default() += 1;
+        self.report.kills[kind as usize] += 1;
         self.log(action, format!("{name} killed ({})", kill_name(kind)));
         self.crash(w);
     }
@@ -1253,7 +1306,7 @@ impl<'h> Chaos<'h> {
             && self.workers.iter().all(|w| w.job.is_none() && !w.dead)
     }
 
-    fn run(mut self) -> Result<ChaosReport, String> {
+    fn run(mut self) -> Result<ChaosReport, RunStop> {
         let stores: Vec<String> = (0..self.plan.stores).map(store_name).collect();
         self.host.reset(&self.cfg, &stores)?;
         // Arrivals: evenly spread with jitter, stores drawn from the seed.
@@ -1346,7 +1399,7 @@ impl<'h> Chaos<'h> {
         self.finish()
     }
 
-    fn finish(mut self) -> Result<ChaosReport, String> {
+    fn finish(mut self) -> Result<ChaosReport, RunStop> {
         let actions: Vec<u64> = (1..=self.plan.actions).collect();
         let world = self.world.0.clone();
         let world = world.borrow();
@@ -1401,11 +1454,17 @@ impl<'h> Chaos<'h> {
             self.report.stories.insert(*a, lines);
         }
         self.report.failing = failing;
-        let total: u64 = self.report.kills.values().sum();
-        self.report.kills.insert("total".into(), total);
         Ok(self.report)
     }
 }
+
+/// Every kind, in its order (the index of a plan's or a report's counts).
+pub const KILL_KINDS: [KillKind; 4] = [
+    KillKind::MidTransaction,
+    KillKind::BetweenCommitAndSend,
+    KillKind::RequestOnTheWire,
+    KillKind::FrozenPastLease,
+];
 
 pub fn kill_name(k: KillKind) -> &'static str {
     match k {
@@ -1418,7 +1477,7 @@ pub fn kill_name(k: KillKind) -> &'static str {
 
 /// The chaos run: the plan's actions through the host's pieces, with kills,
 /// freezes, slow workers, one database restart and the provider's webhooks.
-pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, String> {
+pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, RunStop> {
     let restart = (
         plan.db_restart_at_ms,
         plan.db_restart_at_ms + plan.db_restart_ms,
@@ -1449,7 +1508,7 @@ pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, S
             tally: ChaosTally::default(),
             outcomes_differ: 0,
             taken_from_healthy: 0,
-            kills: BTreeMap::new(),
+            kills: [0; 4],
             zombies: 0,
             slow: 0,
             db_restart: restart,

@@ -8,7 +8,8 @@
 use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
 use super::reference::RefHost;
 use super::sim::{
-    ActionState, Call, Config, Host, Op, OutboxState, Script, StepWorld, StoreState, Tables,
+    ActionState, Call, Config, Host, Op, OutboxState, RunStop, Script, StepWorld, StoreState,
+    Tables,
 };
 use crate::report::{TestKind, TestReport, TestStatus, TraceEvent, TraceStep};
 use crate::value::{LearnerError, Value};
@@ -97,11 +98,11 @@ struct Outcome {
     after: Tables,
 }
 
-fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, String> {
+fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, RunStop> {
     play_with(host, case, case.script.clone())
 }
 
-fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Outcome, String> {
+fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Outcome, RunStop> {
     host.reset(&Config::default(), &[])?;
     host.load(&case.setup)?;
     let (now_ms, worker) = match &case.call {
@@ -323,7 +324,7 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g)) => (w, g),
         (Err(e), _) | (_, Err(e)) => {
-            report.status = if e.contains("time limit") {
+            report.status = if e.is_timeout() {
                 TestStatus::Timeout
             } else {
                 TestStatus::Error
