@@ -38,6 +38,28 @@ fn a_well_formed_case_loads() {
 }
 
 #[test]
+fn a_step_s_policy_overrides_the_case_s_for_that_call_only() {
+    let cases = load(&format!(
+        "{GOOD_HEAD}\n[[case]]\nname = \"p\"\nrules = [\"claim-held\"]\npolicy = {{ claim_ttl_s = 9 }}\n[[case.step]]\nat_s = 0\ncall = \"deliver_once\"\npolicy = {{ at_most_once = true }}\n[[case.step]]\nat_s = 1\ncall = \"deliver_once\"\n"
+    ))
+    .unwrap();
+    let case_format::Body::Scripted(s) = &cases[0].body else {
+        panic!("a scripted case")
+    };
+    let policies: Vec<_> = s
+        .steps
+        .iter()
+        .map(|st| match &st.call {
+            case_format::Call::DeliverOnce { policy, .. } => {
+                (policy.at_most_once, policy.claim_ttl_s)
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(policies, [(true, 9.0), (false, 9.0)]);
+}
+
+#[test]
 fn an_unknown_call_names_file_case_and_field() {
     let e = error_of("[[case]]\nname = \"bad call\"\nrules = [\"claim\"]\n[[case.step]]\nat_s = 0\ncall = \"deliver\"\n");
     assert!(e.contains("hidden-tests/deliver-once/broken.toml"), "{e}");

@@ -221,5 +221,82 @@ fn hidden_cases() -> Vec<UnitCase> {
             call: Call::Heartbeat { action_id: 7, worker: "w2".into(), epoch: 3, now_ms: 35_000 },
             script: Script::default(),
         },
+        // Issue 11: the fences hold on the epoch too. The same worker at an older
+        // epoch (it lost the claim and took it again) is as fenced as another worker.
+        UnitCase {
+            name: "a heartbeat at an older epoch of the same worker extends nothing",
+            kind: hidden,
+            rule: heartbeat_rule,
+            setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 1, "sending")]),
+            call: Call::Heartbeat { action_id: 7, worker: "w2".into(), epoch: 3, now_ms: 35_000 },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "write_intent at an older epoch of the same worker writes nothing",
+            kind: hidden,
+            rule: fence_rule,
+            setup: base(vec![claimed(7, "w2", 4)], vec![]),
+            call: Call::WriteIntent { action_id: 7, worker: "w2".into(), epoch: 3 },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "deliver_step at an older epoch of the same worker counts and sends nothing",
+            kind: hidden,
+            rule: fence_rule,
+            setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 0, "sending")]),
+            call: deliver(3, 12_000),
+            script: Script { sends: vec![accepted("msg-41")], ..Script::default() },
+        },
+        UnitCase {
+            name: "a settle at an older epoch of the same worker changes nothing",
+            kind: hidden,
+            rule: fence_rule,
+            setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 1, "delivered")]),
+            call: deliver(3, 12_000),
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "claim counts only live leases toward the in-flight cap",
+            kind: hidden,
+            rule: claim_rule,
+            setup: base(
+                vec![
+                    action(1, "store-b", "claimed", Some("w5"), 1, 20_000),
+                    action(2, "store-b", "claimed", Some("w6"), 1, 20_000),
+                    action(3, "store-b", "claimed", Some("w7"), 1, 20_000),
+                    action(4, "store-b", "claimed", Some("w8"), 1, 90_000),
+                    action(5, "store-b", "claimed", Some("w9"), 1, 90_000),
+                    action(6, "store-a", "pending", None, 0, 0),
+                ],
+                vec![],
+            ),
+            call: Call::Claim { worker: "w1".into(), now_ms: 50_000 },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "claim breaks a tie between stores by store name",
+            kind: hidden,
+            rule: claim_rule,
+            setup: Tables {
+                stores: stores(&[("store-a", 5_000), ("store-b", 5_000)]),
+                ..base(
+                    vec![
+                        action(1, "store-b", "pending", None, 0, 0),
+                        action(2, "store-a", "pending", None, 0, 0),
+                    ],
+                    vec![],
+                )
+            },
+            call: Call::Claim { worker: "w1".into(), now_ms: 50_000 },
+            script: Script::default(),
+        },
+        UnitCase {
+            name: "merge keeps delivered when a late failed comes",
+            kind: hidden,
+            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            setup: Tables::default(),
+            call: Call::Merge { current: "delivered".into(), reported: "failed".into() },
+            script: Script::default(),
+        },
     ]
 }

@@ -3,6 +3,8 @@
 # Each mutant is a list of (old, new) replacements applied in order with
 # str.replace(old, new, 1) to the text of reference.py. Every `old` occurs in
 # reference.py exactly once, and exactly once in the text it is applied to.
+# `caught_by` names the test meant to catch it (it may fail others too):
+# www/test/courier.test.mjs grades every mutant and checks that test fails.
 # Run this file to check that every mutant applies and compiles.
 
 MUTANTS = [
@@ -13,6 +15,7 @@ MUTANTS = [
         "replace": [
             ("        if attempts > 0:\n", "        if False:  # sending is enough\n"),
         ],
+        "caught_by": "chaos run: 2,000 actions, 200 kills, a database restart",
     },
     {
         "name": "new-key-on-resend",
@@ -25,6 +28,7 @@ MUTANTS = [
                 '        key = f"{key}-{epoch}"  # one key per owner\n',
             ),
         ],
+        "caught_by": "chaos run: 2,000 actions, 200 kills, a database restart",
     },
     {
         "name": "intent-outside-cas",
@@ -51,6 +55,7 @@ MUTANTS = [
                 "        # The fence: matches only while the claim is still ours.",
             ),
         ],
+        "caught_by": "a fenced write_intent writes nothing",
     },
     {
         "name": "attempt-after-send",
@@ -69,6 +74,7 @@ MUTANTS = [
                 "        db.commit()\n",
             ),
         ],
+        "caught_by": "a send killed on the wire leaves its attempt counted",
     },
     {
         "name": "no-epoch-fence",
@@ -107,6 +113,7 @@ MUTANTS = [
                 "            (now_ms + cfg.lease_ms, action_id),",
             ),
         ],
+        "caught_by": "a zombie's deliver_step sends nothing",
     },
     {
         "name": "no-webhook-dedup",
@@ -116,6 +123,7 @@ MUTANTS = [
             ("        if cur.rowcount == 0:\n            db.rollback()\n"
              "            return None\n", ""),
         ],
+        "caught_by": "a duplicate webhook is a no-op",
     },
     {
         "name": "backwards-merge",
@@ -129,6 +137,7 @@ MUTANTS = [
                 "    return reported\n",
             ),
         ],
+        "caught_by": "merge only moves forward",
     },
     {
         "name": "fifo-claim",
@@ -158,6 +167,7 @@ MUTANTS = [
                 "            (now_ms,),",
             ),
         ],
+        "caught_by": "fairness run: one store at 10x among 100",
     },
     {
         "name": "no-heartbeat",
@@ -170,6 +180,7 @@ MUTANTS = [
                 "        return True  # the lease is long enough\n",
             ),
         ],
+        "caught_by": "a heartbeat extends its own lease",
     },
     {
         "name": "claim-ignores-expired-lease",
@@ -187,6 +198,7 @@ MUTANTS = [
                 "            (now_ms, cfg.in_flight_cap),",
             ),
         ],
+        "caught_by": "claim takes over an expired lease at the next epoch",
     },
     {
         "name": "claim-keeps-epoch",
@@ -196,6 +208,7 @@ MUTANTS = [
             ("owner = ?, epoch = epoch + 1,", "owner = ?, epoch = epoch,"),
             ("return (action_id, seen_epoch + 1)", "return (action_id, seen_epoch)"),
         ],
+        "caught_by": "claim takes over an expired lease at the next epoch",
     },
     {
         "name": "cap-ignored",
@@ -208,6 +221,7 @@ MUTANTS = [
                 "            (now_ms, now_ms),",
             ),
         ],
+        "caught_by": "claim skips a store at the in-flight cap",
     },
     {
         "name": "failed-on-timeout",
@@ -223,6 +237,7 @@ MUTANTS = [
                 "        )\n",
             ),
         ],
+        "caught_by": "a send that times out means wait",
     },
     {
         "name": "not-found-means-failed",
@@ -237,6 +252,7 @@ MUTANTS = [
                 "            )\n",
             ),
         ],
+        "caught_by": "after an unknown send, look the key up before sending again",
     },
     {
         "name": "webhook-event-own-transaction",
@@ -253,6 +269,101 @@ MUTANTS = [
                 "(event.key,)\n",
             ),
         ],
+        "caught_by": "a webhook is recorded and merged all or nothing",
+    },
+    {
+        "name": "heartbeat-owner-only",
+        "mistake": "The heartbeat is fenced on the owner but not on the epoch, so "
+        "a worker that lost its claim and took it again extends the lease with "
+        "its old epoch.",
+        "replace": [
+            (
+                "               WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker, epoch),\n",
+                "               WHERE id = ? AND owner = ? AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker),\n",
+            ),
+        ],
+        "caught_by": "a heartbeat at an older epoch of the same worker extends nothing",
+    },
+    {
+        "name": "intent-owner-only",
+        "mistake": "write_intent's compare-and-set checks the owner but not the "
+        "epoch.",
+        "replace": [
+            (
+                "               WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'\"\"\",\n"
+                "            (action_id, worker, epoch),\n",
+                "               WHERE id = ? AND owner = ? AND state = 'claimed'\"\"\",\n"
+                "            (action_id, worker),\n",
+            ),
+        ],
+        "caught_by": "write_intent at an older epoch of the same worker writes nothing",
+    },
+    {
+        "name": "attempt-owner-only",
+        "mistake": "The attempt is counted under a fence on the owner alone, so "
+        "an older epoch of the same worker still counts and sends.",
+        "replace": [
+            (
+                "                 WHERE id = ? AND owner = ? AND epoch = ?)\"\"\",\n"
+                "            (action_id, action_id, worker, epoch),\n",
+                "                 WHERE id = ? AND owner = ?)\"\"\",\n"
+                "            (action_id, action_id, worker),\n",
+            ),
+        ],
+        "caught_by": "deliver_step at an older epoch of the same worker counts and sends nothing",
+    },
+    {
+        "name": "settle-unfenced",
+        "mistake": "The settle releases the action without checking the fence, so "
+        "a worker that lost the claim marks it dispatched.",
+        "replace": [
+            (
+                "           WHERE id = ? AND owner = ? AND epoch = ?\"\"\",\n"
+                "        (now_ms, action_id, worker, epoch),\n",
+                "           WHERE id = ?\"\"\",\n"
+                "        (now_ms, action_id),\n",
+            ),
+        ],
+        "caught_by": "a settle at an older epoch of the same worker changes nothing",
+    },
+    {
+        "name": "cap-counts-expired",
+        "mistake": "Leases that ran out still count toward the in-flight cap, so "
+        "a store whose workers died is never claimed again.",
+        "replace": [
+            (
+                "                 WHERE state = 'claimed' AND lease_until_ms > ?\n",
+                "                 WHERE state = 'claimed'\n",
+            ),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),\n",
+                "            (now_ms, cfg.in_flight_cap),\n",
+            ),
+        ],
+        "caught_by": "claim counts only live leases toward the in-flight cap",
+    },
+    {
+        "name": "tie-by-action-id",
+        "mistake": "Stores served at the same time are ordered by action id "
+        "instead of by store name.",
+        "replace": [
+            (
+                "               ORDER BY COALESCE(s.last_served_ms, 0), a.store, a.id\n",
+                "               ORDER BY COALESCE(s.last_served_ms, 0), a.id\n",
+            ),
+        ],
+        "caught_by": "claim breaks a tie between stores by store name",
+    },
+    {
+        "name": "failed-beats-delivered",
+        "mistake": "merge ranks failed above delivered, so a late failed replaces "
+        "a delivered message.",
+        "replace": [
+            ('"delivered": 3, "failed": 3}', '"delivered": 3, "failed": 4}'),
+        ],
+        "caught_by": "merge keeps delivered when a late failed comes",
     },
 ]
 
@@ -277,6 +388,7 @@ if __name__ == "__main__":
     assert len(names) == len(set(names)), "duplicate mutant names"
     for m in MUTANTS:
         assert m["mistake"].endswith("."), m["name"]
+        assert m.get("caught_by"), f"{m['name']} names no test that must catch it"
         source = apply(reference, m)
         assert source != reference, m["name"]
         compile(source, f"<mutant {m['name']}>", "exec")

@@ -96,6 +96,8 @@ struct StepSpec {
     call: CallName,
     #[serde(default)]
     task: TaskPatch,
+    #[serde(default)]
+    policy: PolicyPatch,
     /// `next_step` only: the failed send's result.
     result: Option<Answer>,
     #[serde(default)]
@@ -471,11 +473,9 @@ fn build_case(defaults: &DefaultsSpec, c: CaseSpec) -> Result<(Vec<Rule>, Body),
                 }
                 last_s = s.at_s;
                 let task = merge_task_onto(&task, &s.task);
+                let policy = merge_policy_onto(&policy, &s.policy);
                 let call = match (s.call, s.result) {
-                    (CallName::DeliverOnce, None) => Call::DeliverOnce {
-                        task,
-                        policy: policy.clone(),
-                    },
+                    (CallName::DeliverOnce, None) => Call::DeliverOnce { task, policy },
                     (CallName::DeliverOnce, Some(_)) => {
                         return Err((
                             at("result"),
@@ -493,7 +493,7 @@ fn build_case(defaults: &DefaultsSpec, c: CaseSpec) -> Result<(Vec<Rule>, Body),
                         task,
                         result,
                         now_s: s.at_s,
-                        policy: policy.clone(),
+                        policy,
                     },
                     (CallName::NextStep, None) => {
                         return Err((
@@ -549,6 +549,16 @@ fn merge_task_onto(t: &Task, p: &TaskPatch) -> Task {
             None => t.fallback.clone(),
             Some(f) => (!f.is_empty()).then(|| f.clone()),
         },
+    }
+}
+
+fn merge_policy_onto(p: &Policy, s: &PolicyPatch) -> Policy {
+    Policy {
+        claim_ttl_s: s.claim_ttl_s.unwrap_or(p.claim_ttl_s),
+        at_most_once: s.at_most_once.unwrap_or(p.at_most_once),
+        min_delay_s: s.min_delay_s.unwrap_or(p.min_delay_s),
+        base_delay_s: s.base_delay_s.unwrap_or(p.base_delay_s),
+        max_attempts: s.max_attempts.unwrap_or(p.max_attempts),
     }
 }
 

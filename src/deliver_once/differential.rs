@@ -159,7 +159,7 @@ impl NextStepInput {
             Some(r) if g.chance(0.25) => r,
             _ => *g.pick(&[0.0, 1.0, 2.5, 10.0, 60.0, 600.0, 3600.0]),
         };
-        NextStepInput {
+        let mut input = NextStepInput {
             seed: g.next_u64() % 1000,
             task: Task {
                 key: format!("order-{}:shipped", 1000 + g.below(9000)),
@@ -174,12 +174,16 @@ impl NextStepInput {
             now_s,
             policy: Policy {
                 claim_ttl_s: 30.0,
-                at_most_once: kind == TaskKind::Bulk,
+                at_most_once: false,
                 min_delay_s: *g.pick(&[0.0, 0.5, 1.0, 5.0]),
                 base_delay_s: *g.pick(&[0.5, 1.0, 2.0, 3.0]),
                 max_attempts,
             },
-        }
+        };
+        // Drawn apart from the kind: bulk traffic usually runs at most once, but
+        // `next_step` must decide a drop by the task's kind alone.
+        input.policy.at_most_once = g.chance(0.5);
+        input
     }
 }
 

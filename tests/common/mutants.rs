@@ -22,6 +22,7 @@ pub enum M {
     ReleaseBySettingValue,
     BulkNotTreatedAsSent,
     AtMostOnceForAll,
+    HeldBulkByKind,
     SecondSendOnFailure,
     DoneWithoutTtl,
     DoneTtlOneDay,
@@ -42,6 +43,7 @@ pub enum M {
     GtForExpiry,
     ExpiryIgnoresDelay,
     BulkFallsBack,
+    DropByPolicy,
     DlqUsesProviderReason,
     ListInsteadOfTuple,
 }
@@ -109,6 +111,11 @@ pub const CATALOGUE: &[(M, &str, &str)] = &[
         AtMostOnceForAll,
         "treats every held claim as sent",
         "claim held by another worker: a critical task is retried later",
+    ),
+    (
+        HeldBulkByKind,
+        "decides a held claim by task.kind == 'bulk' instead of policy.at_most_once",
+        "claim held: policy.at_most_once decides, not the task's kind",
     ),
     (
         SecondSendOnFailure,
@@ -206,6 +213,11 @@ pub const CATALOGUE: &[(M, &str, &str)] = &[
         "bulk is dropped when out of attempts or out of time, even with a fallback",
     ),
     (
+        DropByPolicy,
+        "drops when policy.at_most_once is set instead of when the task is bulk",
+        "giving up: the task's kind decides the drop, not policy.at_most_once",
+    ),
+    (
         DlqUsesProviderReason,
         "gives the provider's reason instead of 'retries exhausted'",
         "out of retries without a fallback goes to the dlq as 'retries exhausted'",
@@ -258,6 +270,7 @@ impl Solution for Mutant {
             let skip = match m {
                 BulkNotTreatedAsSent => false,
                 AtMostOnceForAll => true,
+                HeldBulkByKind => task.kind == TaskKind::Bulk,
                 _ => policy.at_most_once,
             };
             return s(if skip {
@@ -356,7 +369,12 @@ impl Solution for Mutant {
             _ => now_s + delay_s >= task.expires_at_s,
         };
         if last || expired {
-            if task.kind == TaskKind::Bulk && m != BulkFallsBack {
+            let drop = match m {
+                BulkFallsBack => false,
+                DropByPolicy => policy.at_most_once,
+                _ => task.kind == TaskKind::Bulk,
+            };
+            if drop {
                 return pair("drop", Value::str("expired or out of attempts"));
             }
             return match &task.fallback {

@@ -15,12 +15,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { serve } from '../serve.mjs';
+import { loadGrader } from '../src/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const repo = new URL('../../', import.meta.url);
 const REFERENCE = fs.readFileSync(new URL('src/deliver_once/reference.py', repo), 'utf8');
 const STARTER = fs.readFileSync(new URL('src/deliver_once/starter.py', repo), 'utf8');
 const NO_NX = REFERENCE.replace('ttl=policy.claim_ttl_s, nx=True)', 'ttl=policy.claim_ttl_s)');
+// The labs' tests as the grader lists them: the counts below are the labs', not copies.
+const grader = new (await loadGrader()).Grader();
+const HIDDEN = JSON.parse(grader.lab('deliver-once')).tests.filter((t) => t.kind === 'hidden').length;
+const COURIER_TESTS = JSON.parse(grader.lab('courier')).tests.length;
 const ENDLESS = REFERENCE.replace('    key = "sent:" + task.key\n', '    while True:\n        pass\n');
 // What a learner typed and the page saved: no host it does not trust may replace it.
 const MINE = `${STARTER}\n# my own work, saved on this device\n`;
@@ -191,7 +196,7 @@ test('the web component: a host on another origin sets code, runs it and gets th
   try {
     const ready = page.evaluate(() => window.course.messages.find((m) => m.from === 'component' && m.type === 'ready'));
     assert.equal((await ready).lab, 'deliver-once');
-    assert.equal((await ready).hidden, 18);
+    assert.equal((await ready).hidden, HIDDEN);
     const result = await page.evaluate(async (code) => {
       const el = window.course.component;
       await el.setCode(code);
@@ -479,7 +484,7 @@ test('the courier lab embeds the same way: <delivery-lab lab="courier"> on anoth
     }, courierRef);
     assert.equal(ready.lab, 'courier');
     assert.equal(result.allPassed, true, JSON.stringify(result).slice(0, 500));
-    assert.equal(result.total, 30);
+    assert.equal(result.total, COURIER_TESTS);
   } finally {
     await ctx.close();
   }
