@@ -383,3 +383,40 @@ fn a_timeout_in_the_fairness_run_stops_the_tests_after_it() {
     let chaos = report.tests.iter().find(|t| t.name == CHAOS_TEST).unwrap();
     assert_eq!(chaos.status, TestStatus::Pass);
 }
+
+/// Every rule of the lab's text that a unit test can hold is held by at least one
+/// hidden unit test (each case names its rule by type, so the other direction holds
+/// by construction), and each is listed in hidden-tests/README.md's courier table.
+#[test]
+fn every_rule_is_held_by_a_hidden_unit_test_and_listed() {
+    use delivery_lab::courier::{cases, rules::Rule};
+    use delivery_lab::report::TestKind;
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hidden-tests/README.md"),
+    )
+    .unwrap();
+    let all = cases();
+    for rule in Rule::ALL {
+        let holders: Vec<&str> = all
+            .iter()
+            .filter(|c| c.kind == TestKind::Hidden && c.rule == rule)
+            .map(|c| c.name)
+            .collect();
+        assert!(
+            !holders.is_empty(),
+            "no hidden unit test holds {}",
+            rule.id()
+        );
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", rule.id())))
+            .unwrap_or_else(|| panic!("hidden-tests/README.md has no row for {}", rule.id()));
+        for name in holders {
+            assert!(
+                row.contains(name),
+                "the row of {} does not name {name:?}",
+                rule.id()
+            );
+        }
+    }
+}

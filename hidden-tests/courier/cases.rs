@@ -4,11 +4,6 @@
 // starting tables in the same scripted world (`src/courier/units.rs`).
 
 fn hidden_cases() -> Vec<UnitCase> {
-    let claim_rule = "Fair claim: among stores with claimable work and fewer than cfg.in_flight_cap actions in flight, the one served least recently; an expired lease is claimable, a live one is not; the claim bumps the epoch.";
-    let fence_rule = "Every write is fenced by (owner, epoch): a worker whose epoch has moved on changes nothing and stops.";
-    let deliver_rule = "Deliver: count the attempt (committed) before the request leaves; after an attempt, look up before any resend; unknown answers mean wait and ask again.";
-    let webhook_rule = "Webhooks: record the event id in the merge's transaction so a duplicate is a no-op; merge only forward.";
-    let heartbeat_rule = "Heartbeat: extend your own lease, fenced by (owner, epoch); say whether it held.";
     let claimed = |id: u64, owner: &str, epoch: i64| action(id, "store-a", "claimed", Some(owner), epoch, 40_000);
     let base = |actions: Vec<ActionState>, outbox: Vec<OutboxState>| Tables {
         actions,
@@ -27,7 +22,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim skips a store at the in-flight cap",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(
                 vec![
                     action(1, "store-b", "claimed", Some("w5"), 1, 90_000),
@@ -45,7 +40,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim takes over an expired lease at the next epoch",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(vec![action(3, "store-b", "claimed", Some("w9"), 4, 20_000)], vec![outbox(3, 1, "sending")]),
             call: Call::Claim { worker: "w1".into(), now_ms: 25_000 },
             script: Script::default(),
@@ -53,7 +48,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim leaves a live lease alone",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(vec![action(3, "store-b", "claimed", Some("w9"), 4, 30_000)], vec![]),
             call: Call::Claim { worker: "w1".into(), now_ms: 25_000 },
             script: Script::default(),
@@ -61,7 +56,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim finds nothing once everything is dispatched",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(vec![action(3, "store-b", "dispatched", Some("w9"), 4, 10_000)], vec![outbox(3, 1, "delivered")]),
             call: Call::Claim { worker: "w1".into(), now_ms: 25_000 },
             script: Script::default(),
@@ -69,7 +64,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a fenced write_intent writes nothing",
             kind: hidden,
-            rule: fence_rule,
+            rule: Rule::Fence,
             setup: base(vec![claimed(7, "w3", 4)], vec![]),
             call: Call::WriteIntent { action_id: 7, worker: "w2".into(), epoch: 3 },
             script: Script::default(),
@@ -77,7 +72,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "write_intent keeps the key an earlier owner wrote",
             kind: hidden,
-            rule: "The idempotency key must be the same for every owner and every attempt: reuse the outbox row that is already there.",
+            rule: Rule::OneKey,
             setup: base(vec![claimed(7, "w2", 5)], vec![outbox(7, 2, "sending")]),
             call: Call::WriteIntent { action_id: 7, worker: "w2".into(), epoch: 5 },
             script: Script::default(),
@@ -85,7 +80,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "the first send is counted before it leaves",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::LookupBeforeResend,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 0, "sending")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![accepted("msg-41")], ..Script::default() },
@@ -93,7 +88,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a send killed on the wire leaves its attempt counted",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::LookupBeforeResend,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 0, "sending")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![accepted("msg-41")], kill_after_send: true, ..Script::default() },
@@ -101,7 +96,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a send that times out means wait",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::LookupBeforeResend,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 0, "sending")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![SendAnswer::Timeout], ..Script::default() },
@@ -109,7 +104,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a lookup that times out means wait, not send",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::LookupBeforeResend,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 2, "sending")]),
             call: deliver(3, 12_000),
             script: Script { lookups: vec![LookupAnswer::Timeout], sends: vec![accepted("msg-41")], ..Script::default() },
@@ -117,7 +112,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a lookup that finds the message settles without sending",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::LookupBeforeResend,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 1, "sending")]),
             call: deliver(3, 12_000),
             script: Script { lookups: vec![found("msg-41", Status::Sent)], sends: vec![accepted("msg-99")], ..Script::default() },
@@ -125,7 +120,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a status a webhook already merged settles without the provider",
             kind: hidden,
-            rule: deliver_rule,
+            rule: Rule::Settle,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 1, "delivered")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![accepted("msg-99")], ..Script::default() },
@@ -133,7 +128,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a zombie's deliver_step sends nothing",
             kind: hidden,
-            rule: fence_rule,
+            rule: Rule::Fence,
             setup: base(vec![claimed(7, "w4", 4)], vec![outbox(7, 0, "sending")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![accepted("msg-41")], ..Script::default() },
@@ -141,7 +136,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a duplicate webhook is a no-op",
             kind: hidden,
-            rule: webhook_rule,
+            rule: Rule::WebhookOnce,
             setup: Tables {
                 webhook_events: vec!["evt-1".into()],
                 ..base(vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)], vec![OutboxState { events_applied: 1, ..outbox(7, 1, "sent") }])
@@ -152,7 +147,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a late 'sent' after 'delivered' changes no status",
             kind: hidden,
-            rule: webhook_rule,
+            rule: Rule::WebhookOnce,
             setup: base(vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)], vec![outbox(7, 1, "delivered")]),
             call: Call::OnWebhook { event: webhook("evt-2", 7, Status::Sent) },
             script: Script::default(),
@@ -160,7 +155,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a webhook during a database restart changes nothing",
             kind: hidden,
-            rule: webhook_rule,
+            rule: Rule::WebhookOnce,
             setup: base(vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)], vec![outbox(7, 1, "accepted")]),
             call: Call::OnWebhook { event: webhook("evt-3", 7, Status::Delivered) },
             script: Script { db_down: true, ..Script::default() },
@@ -168,7 +163,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a webhook is recorded and merged all or nothing",
             kind: hidden,
-            rule: webhook_rule,
+            rule: Rule::WebhookOnce,
             setup: base(vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)], vec![outbox(7, 1, "accepted")]),
             call: Call::OnWebhook { event: webhook("evt-4", 7, Status::Delivered) },
             script: Script { all_or_nothing: true, ..Script::default() },
@@ -176,7 +171,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a claim is taken all or nothing",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(vec![action(5, "store-b", "pending", None, 0, 0)], vec![]),
             call: Call::Claim { worker: "w1".into(), now_ms: 50_000 },
             script: Script { all_or_nothing: true, ..Script::default() },
@@ -184,7 +179,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "an intent is written all or nothing",
             kind: hidden,
-            rule: "Write the intent in one transaction: a compare-and-set on (owner, epoch) and the outbox row with a key that every later owner will reuse.",
+            rule: Rule::OneKey,
             setup: base(vec![claimed(7, "w2", 3)], vec![]),
             call: Call::WriteIntent { action_id: 7, worker: "w2".into(), epoch: 3 },
             script: Script { all_or_nothing: true, ..Script::default() },
@@ -192,7 +187,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "merge keeps the first final status",
             kind: hidden,
-            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            rule: Rule::MergeForward,
             setup: Tables::default(),
             call: Call::Merge { current: "failed".into(), reported: "delivered".into() },
             script: Script::default(),
@@ -200,7 +195,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "merge moves accepted to sent",
             kind: hidden,
-            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            rule: Rule::MergeForward,
             setup: Tables::default(),
             call: Call::Merge { current: "accepted".into(), reported: "sent".into() },
             script: Script::default(),
@@ -208,7 +203,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a heartbeat extends its own lease",
             kind: hidden,
-            rule: heartbeat_rule,
+            rule: Rule::Heartbeat,
             setup: base(vec![claimed(7, "w2", 3)], vec![outbox(7, 1, "sending")]),
             call: Call::Heartbeat { action_id: 7, worker: "w2".into(), epoch: 3, now_ms: 35_000 },
             script: Script::default(),
@@ -216,7 +211,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a fenced heartbeat says so and extends nothing",
             kind: hidden,
-            rule: heartbeat_rule,
+            rule: Rule::Heartbeat,
             setup: base(vec![claimed(7, "w4", 4)], vec![outbox(7, 1, "sending")]),
             call: Call::Heartbeat { action_id: 7, worker: "w2".into(), epoch: 3, now_ms: 35_000 },
             script: Script::default(),
@@ -226,7 +221,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a heartbeat at an older epoch of the same worker extends nothing",
             kind: hidden,
-            rule: heartbeat_rule,
+            rule: Rule::Heartbeat,
             setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 1, "sending")]),
             call: Call::Heartbeat { action_id: 7, worker: "w2".into(), epoch: 3, now_ms: 35_000 },
             script: Script::default(),
@@ -234,7 +229,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "write_intent at an older epoch of the same worker writes nothing",
             kind: hidden,
-            rule: fence_rule,
+            rule: Rule::Fence,
             setup: base(vec![claimed(7, "w2", 4)], vec![]),
             call: Call::WriteIntent { action_id: 7, worker: "w2".into(), epoch: 3 },
             script: Script::default(),
@@ -242,7 +237,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "deliver_step at an older epoch of the same worker counts and sends nothing",
             kind: hidden,
-            rule: fence_rule,
+            rule: Rule::Fence,
             setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 0, "sending")]),
             call: deliver(3, 12_000),
             script: Script { sends: vec![accepted("msg-41")], ..Script::default() },
@@ -250,7 +245,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "a settle at an older epoch of the same worker changes nothing",
             kind: hidden,
-            rule: fence_rule,
+            rule: Rule::Fence,
             setup: base(vec![claimed(7, "w2", 4)], vec![outbox(7, 1, "delivered")]),
             call: deliver(3, 12_000),
             script: Script::default(),
@@ -258,7 +253,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim counts only live leases toward the in-flight cap",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: base(
                 vec![
                     action(1, "store-b", "claimed", Some("w5"), 1, 20_000),
@@ -276,7 +271,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "claim breaks a tie between stores by store name",
             kind: hidden,
-            rule: claim_rule,
+            rule: Rule::FairClaim,
             setup: Tables {
                 stores: stores(&[("store-a", 5_000), ("store-b", 5_000)]),
                 ..base(
@@ -293,7 +288,7 @@ fn hidden_cases() -> Vec<UnitCase> {
         UnitCase {
             name: "merge keeps delivered when a late failed comes",
             kind: hidden,
-            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            rule: Rule::MergeForward,
             setup: Tables::default(),
             call: Call::Merge { current: "delivered".into(), reported: "failed".into() },
             script: Script::default(),

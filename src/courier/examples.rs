@@ -1,6 +1,7 @@
 //! The courier lab's example tests: the learner sees these in full.
 
 use super::provider::Status;
+use super::rules::Rule;
 use super::sim::{Call, Script, Tables};
 use super::units::{accepted, action, outbox, stores, UnitCase};
 use crate::report::TestKind;
@@ -10,7 +11,7 @@ pub fn examples() -> Vec<UnitCase> {
         UnitCase {
             name: "claim serves the store that waited longest",
             kind: TestKind::Example,
-            rule: "Fair claim: among stores with claimable work and room under the cap, take the one served least recently, then its oldest action; the claim bumps the epoch and sets the lease.",
+            rule: Rule::FairClaim,
             setup: Tables {
                 actions: vec![
                     action(1, "store-a", "pending", None, 0, 0),
@@ -29,7 +30,7 @@ pub fn examples() -> Vec<UnitCase> {
         UnitCase {
             name: "write_intent records the outbox row with a stable key",
             kind: TestKind::Example,
-            rule: "Write the intent in one transaction: a compare-and-set on (owner, epoch) and the outbox row with a key that every later owner will reuse.",
+            rule: Rule::OneKey,
             setup: Tables {
                 actions: vec![action(7, "store-a", "claimed", Some("w2"), 3, 40_000)],
                 stores: stores(&[("store-a", 10_000)]),
@@ -45,7 +46,7 @@ pub fn examples() -> Vec<UnitCase> {
         UnitCase {
             name: "after an unknown send, look the key up before sending again",
             kind: TestKind::Example,
-            rule: "A timeout means unknown: once an attempt was counted, ask the provider by key first, and send again only on a definite not-found, with the same key, counting the attempt before the request leaves.",
+            rule: Rule::LookupBeforeResend,
             setup: Tables {
                 actions: vec![action(7, "store-a", "claimed", Some("w2"), 3, 40_000)],
                 stores: stores(&[("store-a", 10_000)]),
@@ -67,7 +68,7 @@ pub fn examples() -> Vec<UnitCase> {
         UnitCase {
             name: "merge only moves forward",
             kind: TestKind::Example,
-            rule: "Merge reports through the order sending < accepted < sent < delivered = failed; a report that is not ahead of the current status changes nothing.",
+            rule: Rule::MergeForward,
             setup: Tables::default(),
             call: Call::Merge {
                 current: "delivered".into(),
@@ -80,7 +81,7 @@ pub fn examples() -> Vec<UnitCase> {
     .chain(std::iter::once(UnitCase {
         name: "a webhook's status is merged and its event recorded",
         kind: TestKind::Example,
-        rule: "Handle a webhook in one transaction: record its event id (a duplicate changes nothing), merge its status forward, count it in events_applied.",
+        rule: Rule::WebhookOnce,
         setup: Tables {
             actions: vec![action(7, "store-a", "dispatched", Some("w2"), 3, 12_000)],
             stores: stores(&[("store-a", 10_000)]),

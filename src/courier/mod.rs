@@ -10,6 +10,7 @@ pub mod examples;
 pub mod fairness;
 pub mod provider;
 pub mod reference;
+pub mod rules;
 pub mod sim;
 pub mod units;
 
@@ -65,6 +66,7 @@ impl Lab for Courier {
 #[cfg(feature = "hidden")]
 mod hidden {
     use super::provider::{LookupAnswer, SendAnswer, Status};
+    use super::rules::Rule;
     use super::sim::{ActionState, Call, OutboxState, Script, Tables};
     use super::units::{accepted, action, found, outbox, stores, webhook, UnitCase};
     use crate::report::TestKind;

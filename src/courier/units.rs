@@ -7,6 +7,7 @@
 
 use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
 use super::reference::RefHost;
+use super::rules::Rule;
 use super::sim::{
     ActionState, Call, Config, Host, Op, OutboxState, RunStop, Script, StepWorld, StoreState,
     Tables,
@@ -17,8 +18,8 @@ use crate::value::{LearnerError, Value};
 pub struct UnitCase {
     pub name: &'static str,
     pub kind: TestKind,
-    /// The lesson this case checks, said to the learner when it fails.
-    pub rule: &'static str,
+    /// The rule of lab.md this case checks, said to the learner when it fails.
+    pub rule: Rule,
     pub setup: Tables,
     pub call: Call,
     pub script: Script,
@@ -417,10 +418,11 @@ pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
     if !problems.is_empty() {
         report.status = TestStatus::Fail;
         report.points = 0;
-        report.rule = Some(case.rule.into());
+        report.rule = Some(case.rule.id().into());
         report.message = Some(format!(
-            "{}\nAfter `{}`:\n- {}",
-            case.rule,
+            "Rule broken ({}): {}\nAfter `{}`:\n- {}",
+            case.rule.id(),
+            case.rule.text(),
             call_text(&case.call),
             problems.join("\n- ")
         ));

@@ -67,7 +67,11 @@ function failureParts(t) {
   // "Step 2 of 3, at t=30.0 s on the lab clock: next_step(...)": the call itself
   // is in the timeline, so only the where and when are kept.
   const colon = m[3].indexOf(': ');
-  return { rule: m[1], ruleText: m[2], where: colon > 0 ? m[3].slice(0, colon) : m[3] };
+  // What follows the where: the courier lab lists what went wrong there; lab 1's
+  // expected and actual are drawn as the diff table instead.
+  const rest = head.split('\n').slice(2);
+  const details = /^\s+expected:/.test(rest[0] ?? '') ? '' : rest.join('\n').trim();
+  return { rule: m[1], ruleText: m[2], where: (colon > 0 ? m[3].slice(0, colon) : m[3]).replace(/:$/, ''), details };
 }
 
 function renderExample(t, { onGoToLine }) {
@@ -76,6 +80,7 @@ function renderExample(t, { onGoToLine }) {
   if (parts) {
     body.push(h('p.rule', h('span.rule-id', parts.rule), ' ', parts.ruleText));
     body.push(h('p.where', `Where it broke: ${parts.where}.`));
+    if (parts.details) body.push(messageBlock(parts.details, onGoToLine));
   } else if (t.message) {
     // "Step 1 of 2, at t=0.0 s on the lab clock: deliver_once(...)\n<what went wrong>"
     const m = /^(Step \d+ of \d+, at t=[^:\n]+): [^\n]*\n([\s\S]*)$/.exec(t.message);

@@ -80,6 +80,12 @@ test('the starter fails, and the chaos run shows its rows and a failing action',
   assert.match(chaos.message, /actions with exactly one message sent/);
   const text = await page.locator('[data-test^="chaos run"]').innerText();
   assert.match(text, /must be 0/);
+  // A unit test names its rule by id and text, where it broke, and what went wrong.
+  const claim = page.locator('[data-test="claim serves the store that waited longest"]');
+  assert.equal(await claim.locator('.rule-id').innerText(), 'fair-claim');
+  assert.match(await claim.locator('.rule').innerText(), /Fair claim: among stores/);
+  assert.match(await claim.locator('.where').innerText(), /^Where it broke: After `claim\(db, "w1", 10000, cfg\)`\.$/);
+  assert.match(await claim.locator('.message pre').innerText(), /^- /);
   await page.locator('[data-test^="chaos run"]').screenshot({ path: '/tmp/delivery-lab-courier-chaos.png' });
   await page.locator('[data-test^="fairness run"]').screenshot({ path: '/tmp/delivery-lab-courier-fairness.png' });
 });

@@ -117,7 +117,8 @@ test('the starter runs and fails, with messages that name the rule', async () =>
   assert.equal(r.status, 'fail');
   const claim = r.tests.find((t) => t.name === 'claim serves the store that waited longest');
   assert.equal(claim.status, 'fail');
-  assert.match(claim.message, /Fair claim/);
+  assert.equal(claim.rule, 'fair-claim');
+  assert.match(claim.message, /^Rule broken \(fair-claim\): Fair claim/);
   assert.match(claim.message, /After `claim\(db, "w1", 10000, cfg\)`/);
   // Hidden tests show their names and status only.
   for (const t of r.tests.filter((x) => x.kind === 'hidden')) {
