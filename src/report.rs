@@ -80,6 +80,47 @@ pub struct TestReport {
     /// What the learner's code printed during this test (capped by the host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// What a page draws instead of printing (a system run's rows, its comparison);
+    /// the message says the same in text, for terminals.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub figure: Option<Figure>,
+}
+
+/// A test's result as a picture. Its size is the lab's, never the learner's: the
+/// rows and bars are fixed by the run, only their values come from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Figure {
+    /// Rows, each a value against what it must be.
+    Table { rows: Vec<FigureRow> },
+    /// Groups of bars, each a ratio to a baseline of 1, and the line they must stay at or under.
+    Bars {
+        caption: String,
+        limit: f64,
+        groups: Vec<BarGroup>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FigureRow {
+    pub label: String,
+    pub value: String,
+    pub must: String,
+    pub ok: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BarGroup {
+    pub label: String,
+    pub bars: Vec<Bar>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    pub label: String,
+    pub ratio: f64,
+    /// The measured value the ratio stands for, as a person reads it (`78 ms`).
+    pub value: String,
 }
 
 /// The most characters one field of a test (message, expected, actual, output, a
@@ -139,6 +180,7 @@ impl TestReport {
             actual: None,
             trace: Vec::new(),
             output: None,
+            figure: None,
         }
     }
 
@@ -152,6 +194,7 @@ impl TestReport {
             self.actual = None;
             self.trace.clear();
             self.output = None;
+            self.figure = None;
         }
         self
     }

@@ -15,7 +15,9 @@ pub mod sim;
 pub mod units;
 
 use crate::lab::{Lab, LabInfo};
-use crate::report::{Audience, Report, TestKind, TestReport, TestStatus};
+use crate::report::{
+    Audience, Bar, BarGroup, Figure, FigureRow, Report, TestKind, TestReport, TestStatus,
+};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
 use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
 use units::{run_case, UnitCase};
@@ -103,27 +105,76 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
     TestReport::new(name, TestKind::Example, status, Some(message))
 }
 
-fn row(label: &str, value: String, must: &str, ok: bool) -> String {
-    let mark = if ok { "ok  " } else { "FAIL" };
-    format!("{mark} {label}: {value} (must be {must})")
+fn row(label: &str, value: String, must: &str, ok: bool) -> FigureRow {
+    FigureRow {
+        label: label.into(),
+        value,
+        must: must.into(),
+        ok,
+    }
+}
+
+/// The chaos run's rows: what the text prints and the page draws as a table.
+pub fn chaos_rows(r: &ChaosReport) -> Vec<FigureRow> {
+    let t = &r.tally;
+    vec![
+        row(
+            "actions with exactly one message sent",
+            format!("{} of {}", t.exactly_one_effect, t.actions),
+            &format!("{} of {}", t.actions, t.actions),
+            t.exactly_one_effect == t.actions,
+        ),
+        row(
+            "actions with more than one message",
+            t.more_than_one_effect.to_string(),
+            "0",
+            t.more_than_one_effect == 0,
+        ),
+        row(
+            "actions with no message",
+            t.no_effect.to_string(),
+            "0",
+            t.no_effect == 0,
+        ),
+        row(
+            "sends with no lookup since the previous send",
+            t.resends_without_lookup.to_string(),
+            "0",
+            t.resends_without_lookup == 0,
+        ),
+        row(
+            "outbox statuses that differ from the provider's final one",
+            r.outcomes_differ.to_string(),
+            "0",
+            r.outcomes_differ == 0,
+        ),
+        row(
+            "jobs claimed from a healthy worker",
+            r.taken_from_healthy.to_string(),
+            "0",
+            r.taken_from_healthy == 0,
+        ),
+        row(
+            "steps that failed while the database was up",
+            r.crashes_db_up.to_string(),
+            "0",
+            r.crashes_db_up == 0,
+        ),
+    ]
 }
 
 pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
-    let t = &r.tally;
     let mut out = vec![
         format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
             r.kills_total(),
             r.kills_by_name().iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
             r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
         String::new(),
-        row("actions with exactly one message sent", format!("{} of {}", t.exactly_one_effect, t.actions), &format!("{} of {}", t.actions, t.actions), t.exactly_one_effect == t.actions),
-        row("actions with more than one message", t.more_than_one_effect.to_string(), "0", t.more_than_one_effect == 0),
-        row("actions with no message", t.no_effect.to_string(), "0", t.no_effect == 0),
-        row("sends with no lookup since the previous send", t.resends_without_lookup.to_string(), "0", t.resends_without_lookup == 0),
-        row("outbox statuses that differ from the provider's final one", r.outcomes_differ.to_string(), "0", r.outcomes_differ == 0),
-        row("jobs claimed from a healthy worker", r.taken_from_healthy.to_string(), "0", r.taken_from_healthy == 0),
-        row("steps that failed while the database was up", r.crashes_db_up.to_string(), "0", r.crashes_db_up == 0),
     ];
+    out.extend(chaos_rows(r).into_iter().map(|x| {
+        let mark = if x.ok { "ok  " } else { "FAIL" };
+        format!("{mark} {}: {} (must be {})", x.label, x.value, x.must)
+    }));
     if r.crashes > 0 {
         out.push(String::new());
         out.push(format!(
@@ -169,6 +220,31 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
 fn times(ratio: f64) -> String {
     let c = (ratio * 100.0).round() as i64;
     format!("{}.{:02}x", c / 100, c % 100)
+}
+
+/// The fairness run as the page draws it: per load, your claim's ratio and FIFO's.
+pub fn fairness_bars(yours: &FairnessReport, fifo: &FairnessReport) -> Figure {
+    let bar = |label: &str, r: Option<&fairness::FairRow>| Bar {
+        label: label.into(),
+        ratio: r.map_or(0.0, |r| r.ratio),
+        value: r.map_or_else(|| "not run".into(), |r| format!("{} ms", r.p95_ms)),
+    };
+    Figure::Bars {
+        caption: "The other 99 stores' p95 latency against the run where every store is equal"
+            .into(),
+        limit: yours.max_ratio,
+        groups: fairness::LOADS
+            .iter()
+            .enumerate()
+            .map(|(i, load)| BarGroup {
+                label: load_name(*load).into(),
+                bars: vec![
+                    bar("your claim", yours.rows.get(i)),
+                    bar("FIFO", fifo.rows.get(i)),
+                ],
+            })
+            .collect(),
+    }
 }
 
 pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
@@ -274,7 +350,13 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
     let chaos = chaos_run(host, &ChaosPlan::full(seed));
     host.take_output();
     let chaos = match chaos {
-        Ok(r) => system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed)),
+        Ok(r) => {
+            let mut t = system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed));
+            t.figure = Some(Figure::Table {
+                rows: chaos_rows(&r),
+            });
+            t
+        }
         Err(RunStop::TimedOut(e)) => {
             let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
             t.status = TestStatus::Timeout;
@@ -293,6 +375,7 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
         &plan,
     );
     let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness_text(&yours, &fifo));
+    t.figure = Some(fairness_bars(&yours, &fifo));
     if yours.error.as_ref().is_some_and(RunStop::is_timeout) {
         t.status = TestStatus::Timeout;
         *stopped = true;

@@ -55,6 +55,7 @@ impl Outcome {
             actual: self.mismatch.map(|m| m.actual),
             trace: self.trace,
             output: output.filter(|o| !o.is_empty()),
+            figure: None,
         }
         .for_audience(audience)
     }

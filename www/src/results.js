@@ -74,10 +74,88 @@ function failureParts(t) {
   return { rule: m[1], ruleText: m[2], where: (colon > 0 ? m[3].slice(0, colon) : m[3]).replace(/:$/, ''), details };
 }
 
+const SVG = 'http://www.w3.org/2000/svg';
+/** An SVG element: svg('rect', {x: 0, ...}, ...children). */
+function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+const times = (r) => `${r.toFixed(2)}x`;
+let figureIds = 0;
+
+/** A system run's rows: each value against what it must be. */
+function renderRows(rows) {
+  return h('table.figure-rows',
+    h('thead', h('tr', h('th', { scope: 'col' }, 'row'), h('th', { scope: 'col' }, 'value'),
+      h('th', { scope: 'col' }, 'must be'), h('th', { scope: 'col' }, 'result'))),
+    h('tbody', rows.map((r) => h(`tr.${r.ok ? 'ok' : 'bad'}`,
+      h('th', { scope: 'row' }, r.label), h('td', r.value), h('td', r.must),
+      h('td', h('span.mark', { 'aria-hidden': 'true' }, r.ok ? '✓ ' : '✗ '), r.ok ? 'ok' : 'not ok')))));
+}
+
+/**
+ * Ratios to a baseline of 1 as horizontal bars, grouped, with the limit as a dashed
+ * line; the numbers are in the picture's description for screen readers.
+ */
+function renderBars(fig) {
+  const id = `figure-${++figureIds}`;
+  const W = 600, LABEL_W = 190, BAR_H = 16, GAP = 6, GROUP_GAP = 14, TOP = 26, RIGHT_TEXT = 120;
+  const all = fig.groups.flatMap((g) => g.bars.map((b) => b.ratio));
+  const max = Math.max(fig.limit * 1.5, ...all.map((r) => r * 1.05), 2);
+  const plotW = W - LABEL_W - RIGHT_TEXT;
+  const x = (r) => LABEL_W + (Math.max(0, r) / max) * plotW;
+  const parts = [];
+  let y = TOP;
+  for (const g of fig.groups) {
+    parts.push(svg('text', { x: 0, y: y + 11, class: 'group' }, g.label));
+    y += 18;
+    for (const b of g.bars) {
+      const over = b.ratio > fig.limit;
+      parts.push(svg('text', { x: 12, y: y + 12, class: 'bar-label' }, b.label));
+      parts.push(svg('rect', { x: LABEL_W, y, width: Math.max(1, x(b.ratio) - LABEL_W), height: BAR_H, rx: 2,
+        class: `bar ${b.label === 'FIFO' ? 'other' : 'yours'} ${over ? 'over' : 'within'}` }));
+      parts.push(svg('text', { x: x(b.ratio) + 6, y: y + 12, class: 'bar-value' }, `${times(b.ratio)} · ${b.value}`));
+      y += BAR_H + GAP;
+    }
+    y += GROUP_GAP;
+  }
+  // The lines go under the bars and their values.
+  const lx = x(fig.limit);
+  const x1 = x(1);
+  parts.unshift(
+    svg('line', { x1, x2: x1, y1: TOP - 8, y2: y - GROUP_GAP, class: 'baseline' }),
+    svg('line', { x1: lx, x2: lx, y1: TOP - 8, y2: y - GROUP_GAP, class: 'limit' }),
+    svg('text', { x: lx, y: TOP - 12, 'text-anchor': 'middle', class: 'limit-label' }, `limit ${times(fig.limit)}`));
+  const desc = fig.groups.map((g) => `${g.label}: ${g.bars.map((b) => `${b.label} ${times(b.ratio)} (${b.value})`).join(', ')}`).join('; ');
+  return h('figure.bars',
+    svg('svg', { viewBox: `0 0 ${W} ${y}`, role: 'img', 'aria-labelledby': `${id}-t ${id}-d`, width: '100%' },
+      svg('title', { id: `${id}-t` }, fig.caption),
+      svg('desc', { id: `${id}-d` }, `${desc}. Passes at or under ${times(fig.limit)}.`),
+      ...parts),
+    h('figcaption', `${fig.caption}: bars at or under the dashed line (${times(fig.limit)}) pass; 1.00x is the all-equal run.`));
+}
+
+function renderFigure(fig) {
+  if (fig.kind === 'table') return renderRows(fig.rows);
+  if (fig.kind === 'bars') return renderBars(fig);
+  return null;
+}
+
 function renderExample(t, { onGoToLine }) {
   const parts = t.status === 'fail' ? failureParts(t) : null;
   const body = [];
-  if (parts) {
+  const figure = t.figure ? renderFigure(t.figure) : null;
+  if (figure) {
+    // The picture says what the text says; the text stays, one click away (a failed
+    // chaos run's text also tells the stories of the actions that broke a row).
+    body.push(figure);
+    if (t.message) {
+      body.push(h('details.as-text', { open: t.status !== 'pass' && t.figure.kind === 'table' },
+        h('summary', 'The run as text'), messageBlock(t.message, onGoToLine)));
+    }
+  } else if (parts) {
     body.push(h('p.rule', h('span.rule-id', parts.rule), ' ', parts.ruleText));
     body.push(h('p.where', `Where it broke: ${parts.where}.`));
     if (parts.details) body.push(messageBlock(parts.details, onGoToLine));

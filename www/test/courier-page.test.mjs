@@ -69,6 +69,18 @@ test('the reference passes every test in the browser, chaos and fairness include
   assert.ok(ms < 20_000, `${ms} ms`);
   const chaos = page.locator('[data-test^="chaos run"]');
   assert.equal(await chaos.getAttribute('data-status'), 'pass');
+  // Pictures: the chaos rows as a table, the fairness run as bars with the limit line.
+  assert.equal(await chaos.locator('table.figure-rows tbody tr.ok').count(), 7);
+  assert.equal(await chaos.locator('table.figure-rows tbody tr.bad').count(), 0);
+  const fairness = page.locator('[data-test^="fairness run"]');
+  assert.equal(await fairness.locator('svg[role="img"] rect.bar.yours.within').count(), 3);
+  assert.equal(await fairness.locator('svg rect.bar.other').count(), 3);
+  assert.equal(await fairness.locator('svg line.limit').count(), 1);
+  assert.match(await fairness.locator('svg desc').textContent(), /every store equal: your claim 1\.\d\dx \(\d+ ms\), FIFO \d\.\d\dx/);
+  // FIFO is over the limit in a load: the picture shows it past the line.
+  const fifoRight = await fairness.locator('svg rect.bar.other').evaluateAll((rs) => Math.max(...rs.map((r) => Number(r.getAttribute('x')) + Number(r.getAttribute('width')))));
+  const limitX = Number(await fairness.locator('svg line.limit').getAttribute('x1'));
+  assert.ok(fifoRight > limitX, `FIFO's longest bar ends at ${fifoRight}, the limit is at ${limitX}`);
   await page.screenshot({ path: '/tmp/delivery-lab-courier.png', fullPage: true });
 });
 
@@ -80,6 +92,9 @@ test('the starter fails, and the chaos run shows its rows and a failing action',
   assert.match(chaos.message, /actions with exactly one message sent/);
   const text = await page.locator('[data-test^="chaos run"]').innerText();
   assert.match(text, /must be 0/);
+  // The rows the starter breaks are marked in the table; the text is open below it.
+  assert.ok(await page.locator('[data-test^="chaos run"] table.figure-rows tbody tr.bad').count() > 0);
+  assert.equal(await page.locator('[data-test^="chaos run"] details.as-text').getAttribute('open'), '');
   // A unit test names its rule by id and text, where it broke, and what went wrong.
   const claim = page.locator('[data-test="claim serves the store that waited longest"]');
   assert.equal(await claim.locator('.rule-id').innerText(), 'fair-claim');
