@@ -394,7 +394,7 @@ def check_expect(expect, ops, returned):
 def run_scripted(case, learner, reference):
     d, c = case.defaults, case.spec
     task = {**d.get("task", {}), **c.get("task", {})}
-    policy = _policy({**d.get("policy", {}), **c.get("policy", {})})
+    policy = {**d.get("policy", {}), **c.get("policy", {})}
     seed = c.get("seed", d.get("seed"))
 
     def make_world():
@@ -408,10 +408,11 @@ def run_scripted(case, learner, reference):
     for s in steps:
         t = float(s["at_s"])
         step_task = _task({**task, **s.get("task", {})})
+        step_policy = _policy({**policy, **s.get("policy", {})})
         if s["call"] == "deliver_once":
-            calls.append((t, ("deliver_once", step_task, policy)))
+            calls.append((t, ("deliver_once", step_task, step_policy)))
         else:
-            calls.append((t, ("next_step", step_task, _answer(s["result"]), t, policy)))
+            calls.append((t, ("next_step", step_task, _answer(s["result"]), t, step_policy)))
 
     problem, world = play(learner, reference, make_world, calls,
                           lambda i, ops, returned: check_expect(steps[i].get("expect", {}), ops, returned))
@@ -472,8 +473,10 @@ class NextStepInput:
         seed = g.small_seed()
         task = Task(f"order-{1000 + g.below(9000)}:shipped", kind, g.below(max_attempts + 1),
                     now + ahead, g.pick((None, "sms", "email")))
-        policy = Policy(30.0, kind == "bulk", g.pick((0.0, 0.5, 1.0, 5.0)),
+        policy = Policy(30.0, False, g.pick((0.0, 0.5, 1.0, 5.0)),
                         g.pick((0.5, 1.0, 2.0, 3.0)), max_attempts)
+        # Apart from the kind: next_step decides a drop by the kind alone.
+        policy = _with(policy, at_most_once=g.chance(0.5))
         return NextStepInput(seed, task, result, now, policy)
 
     def simpler(self):
