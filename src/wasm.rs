@@ -588,12 +588,21 @@ mod courier_host {
     struct ResetArgs<'a> {
         cfg: &'a Config,
         stores: &'a [String],
+        /// The tables, from the one place they are defined.
+        schema: &'static str,
     }
 
     impl Host for JsCourierHost {
         fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
-            self.trusted("__courier_reset", &ResetArgs { cfg, stores })
-                .map(|_| ())
+            self.trusted(
+                "__courier_reset",
+                &ResetArgs {
+                    cfg,
+                    stores,
+                    schema: courier::SCHEMA_SQL,
+                },
+            )
+            .map(|_| ())
         }
 
         fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), RunStop> {

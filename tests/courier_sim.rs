@@ -420,3 +420,78 @@ fn every_rule_is_held_by_a_hidden_unit_test_and_listed() {
         }
     }
 }
+
+/// The tables are defined once, in src/courier/schema.sql: lab.md's table of them
+/// and the rows the engine reads and writes (`Tables`) have exactly its columns.
+#[test]
+fn lab_md_and_the_engine_s_rows_have_the_schema_s_columns() {
+    use delivery_lab::courier::sim::{ActionState, OutboxState, StoreState, Tables};
+    use delivery_lab::courier::{lab_columns_of_schema, SCHEMA_SQL};
+    let schema = lab_columns_of_schema(SCHEMA_SQL);
+    let names: Vec<&str> = schema.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(names, ["actions", "stores", "outbox", "webhook_events"]);
+
+    // lab.md: "| `actions` | `id`, `store`, ... |", values in parentheses aside.
+    let md = include_str!("../src/courier/lab.md");
+    for (table, columns) in &schema {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{table}` |")))
+            .unwrap_or_else(|| panic!("lab.md has no row for {table}"));
+        let cell = row.split('|').nth(2).unwrap();
+        let mut plain = String::new();
+        let mut depth = 0;
+        for ch in cell.chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ if depth == 0 => plain.push(ch),
+                _ => {}
+            }
+        }
+        let listed: Vec<&str> = plain.split('`').skip(1).step_by(2).collect();
+        assert_eq!(&listed, columns, "lab.md's columns of {table}");
+    }
+
+    // The engine's rows, as JSON: their keys are the columns.
+    let tables = Tables {
+        actions: vec![ActionState {
+            id: 1,
+            store: "s".into(),
+            phone: "p".into(),
+            body: "b".into(),
+            created_ms: 0,
+            state: "pending".into(),
+            owner: None,
+            epoch: 0,
+            lease_until_ms: 0,
+        }],
+        stores: vec![StoreState {
+            store: "s".into(),
+            last_served_ms: 0,
+        }],
+        outbox: vec![OutboxState {
+            action_id: 1,
+            idem_key: "k".into(),
+            attempts: 0,
+            status: "sending".into(),
+            message_id: None,
+            events_applied: 0,
+        }],
+        webhook_events: vec!["e".into()],
+    };
+    let json = serde_json::to_value(&tables).unwrap();
+    for (table, columns) in &schema {
+        let row = &json[table.as_str()][0];
+        let keys: Vec<&str> = match row.as_object() {
+            Some(o) => o.keys().map(String::as_str).collect(),
+            // webhook_events: its one column, as a plain value.
+            None => vec!["event_id"],
+        };
+        let mut want: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let mut got = keys;
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want, "the engine's rows of {table}");
+    }
+}

@@ -23,6 +23,31 @@ use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
 use units::{run_case, UnitCase};
 
 pub const ID: &str = "courier";
+/// The lab's tables (`schema.sql`): the store creates them from this at every reset.
+pub const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// Each table of a schema like `SCHEMA_SQL` with its columns, in order: read for
+/// the checks that the lab's text and the engine's rows agree with it.
+pub fn lab_columns_of_schema(sql: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut open = false;
+    for line in sql
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or("").trim())
+    {
+        if let Some(rest) = line.strip_prefix("CREATE TABLE ") {
+            out.push((rest.trim_end_matches('(').trim().to_string(), Vec::new()));
+            open = true;
+        } else if line.starts_with(')') {
+            open = false;
+        } else if open && !line.is_empty() {
+            if let (Some(word), Some(last)) = (line.split_whitespace().next(), out.last_mut()) {
+                last.1.push(word.to_string());
+            }
+        }
+    }
+    out
+}
 pub const DEFAULT_SEED: u64 = crate::lab::COURSE_SEED;
 
 static INFO: LabInfo = LabInfo {
