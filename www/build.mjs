@@ -155,6 +155,8 @@ async function main() {
     minify: !dev,
     sourcemap: dev ? 'linked' : false,
     loader: { '.py': 'text' },
+    // The lab a page opens when none is named: the registry's first (course order).
+    define: { __DEFAULT_LAB__: JSON.stringify(grader.labs[0]) },
     legalComments: 'none',
     logLevel: 'warning',
   });
@@ -181,7 +183,7 @@ async function main() {
   const sum = (files, k) => files.reduce((n, f) => n + (sizes[f]?.[k] || 0), 0);
   const build = {
     version,
-    lab: 'deliver-once',
+    lab: grader.labs[0],
     labs: grader.labs,
     // false: the grader has no hidden tests; the page grades them with POST grade instead.
     hidden: grader.hidden > 0,

@@ -7,9 +7,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createGradingPool, jsonLine, FORMATS } from './pool.mjs';
 
-const USAGE = `usage: ./lab grade [--lab deliver-once] [--format text|json|exercism|gradescope|gradescope-hidden]
+const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-hidden]
                    [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
-  A directory means every .py file in it (sorted). exercism and gradescope need --out DIR.
+  --lab: the lab's id (default: the course's first lab). A directory means every .py
+  file in it (sorted). exercism and gradescope need --out DIR.
   Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
 
 function usage(message) {
@@ -18,7 +19,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const o = { lab: 'deliver-once', format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
+  const o = { lab: null, format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
   const num = (name, v, { int = false, min = 0 } = {}) => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || (int && !Number.isInteger(n)) || n < min) usage(`${name} needs a ${int ? 'whole ' : ''}number${min ? ` of at least ${min}` : ''}, not ${v ?? 'nothing'}`);

@@ -9,7 +9,7 @@
 //
 //   const pool = createGradingPool({ jobs: 2 });
 //   await pool.ready;
-//   const line = await pool.grade({ lab: 'deliver-once', source, seed, format: 'json', signal });
+//   const line = await pool.grade({ lab, source, seed, format: 'json', signal });   // lab: an id, or the first
 //   await pool.close();
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -22,6 +22,7 @@ import { jailCommand, jailProblem } from './jail.mjs';
 import { descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
+import { firstLab } from '../src/engine.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
@@ -518,7 +519,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     stats,
     isolated: sandbox,
     /** Grades one submission; resolves to its report in `format` (json: the CLI's line, file null). */
-    async grade({ lab = 'deliver-once', source, seed, format = 'json', signal }) {
+    async grade({ lab, source, seed, format = 'json', signal }) {
       return (await this.gradeMany({ lab, source, seed, formats: [format], signal }))[format];
     },
     /**
@@ -526,10 +527,11 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
      * `signal` (an AbortSignal) withdraws the submission: out of the queue, or its
      * sandbox killed at once; the promise then rejects with an AbortError.
      */
-    async gradeMany({ lab = 'deliver-once', source, seed, formats = ['json'], signal }) {
+    async gradeMany({ lab, source, seed, formats = ['json'], signal }) {
       if (closed) throw new Error('the grading pool is closed');
       for (const f of formats) if (!FORMATS.includes(f)) throw new Error(`unknown format ${f}: use ${FORMATS.join(', ')}`);
       await ready;
+      lab ??= firstLab(grader);
       if (signal?.aborted) throw abortError();
       const info = labInfo(lab);
       seed = seed === undefined || seed === null ? info.default_seed : seed;
@@ -558,8 +560,9 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       });
     },
     /** The reports for a submission that cannot be graded at all (no sandbox needed). */
-    async errorReports({ lab = 'deliver-once', seed, message, formats = ['json'] }) {
+    async errorReports({ lab, seed, message, formats = ['json'] }) {
       await ready;
+      lab ??= firstLab(grader);
       seed = seed === undefined || seed === null ? labInfo(lab).default_seed : seed;
       return reportsFor({ lab, seed, formats }, 'error_report', message, 0);
     },

@@ -77,7 +77,7 @@ class DeliveryLabElement extends HTMLElement {
   #create() {
     const url = new URL('index.html', LAB_BASE);
     url.search = 'embed';
-    url.searchParams.set('lab', this.getAttribute('lab') || 'deliver-once');
+    url.searchParams.set('lab', this.getAttribute('lab') || __DEFAULT_LAB__);
     url.searchParams.set('host-origin', this.getAttribute('host-origin') || location.origin);
     if (this.getAttribute('instructions') === 'hide') url.searchParams.set('instructions', 'hide');
     const iframe = document.createElement('iframe');

@@ -15,7 +15,8 @@ import { loadLabGrader } from './grader_module.js';
 // to those (it can never add one).
 const params = new URLSearchParams(location.search);
 const EMBED = params.has('embed');
-const LAB_ID = params.get('lab') || 'deliver-once';
+// __DEFAULT_LAB__: the registry's first lab, written in by build.mjs.
+const LAB_ID = params.get('lab') || __DEFAULT_LAB__;
 const $ = (id) => document.getElementById(id);
 const storageKey = (k) => `delivery-lab:${LAB_ID}:${k}`;
 

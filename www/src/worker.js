@@ -13,14 +13,15 @@
 //   {type:'report', id, report, ms}
 //   {type:'failed', text}                    loading failed (the page says so)
 import bridgeSource from './bridge.py';
-import { createEngine, LAB_ID } from './engine.mjs';
+import { createEngine } from './engine.mjs';
 import { loadLabGrader } from './grader_module.js';
 
 const here = (p) => new URL(p, import.meta.url).href;
 const post = (m) => self.postMessage(m);
 
 let interruptBuffer = null;
-let labId = LAB_ID;
+// The build's first lab (the registry's course order) until init names one.
+let labId = __DEFAULT_LAB__;
 let graderReady = null; // Promise<Grader module>, for timeout reports before Python is up
 let engineReady = null; // Promise<engine>
 
