@@ -2,7 +2,7 @@
 //! learner-facing text. Adding one means a module like `deliver_once` and a line in
 //! `labs()`.
 
-use crate::report::TestKind;
+use crate::report::{TestKind, TestReport, TestStatus};
 
 /// What a host needs to know about a lab to present it.
 #[derive(Debug)]
@@ -38,6 +38,36 @@ pub fn labs() -> &'static [&'static dyn Lab] {
         #[cfg(feature = "courier")]
         &crate::courier::Courier,
     ]
+}
+
+/// The rule every lab's run keeps: once a test reaches the lab's time limit (the
+/// host stopped the learner's code), no later test runs; each is reported "not run".
+#[derive(Default)]
+pub struct TimeLimit {
+    reached: bool,
+}
+
+impl TimeLimit {
+    /// `test`'s report, or "not run" once the limit was reached.
+    pub fn run(
+        &mut self,
+        name: &str,
+        kind: TestKind,
+        test: impl FnOnce() -> TestReport,
+    ) -> TestReport {
+        let t = if self.reached {
+            TestReport::new(
+                name,
+                kind,
+                TestStatus::Timeout,
+                Some("Not run: the run had already reached its time limit.".into()),
+            )
+        } else {
+            test()
+        };
+        self.reached |= t.status == TestStatus::Timeout;
+        t
+    }
 }
 
 /// The course's seed, every lab's default.

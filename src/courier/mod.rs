@@ -14,7 +14,7 @@ pub mod rules;
 pub mod sim;
 pub mod units;
 
-use crate::lab::{Lab, LabInfo};
+use crate::lab::{Lab, LabInfo, TimeLimit};
 use crate::report::{
     Audience, Bar, BarGroup, Figure, FigureRow, Report, TestKind, TestReport, TestStatus,
 };
@@ -335,46 +335,33 @@ pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
     let (examples, hidden): (Vec<_>, Vec<_>) = cases()
         .into_iter()
         .partition(|c| c.kind == TestKind::Example);
-    let mut stopped = false;
-    let units = |host: &mut dyn Host, cases: Vec<UnitCase>, stopped: &mut bool| {
-        let mut out = Vec::new();
-        for case in cases {
-            let t = if *stopped {
-                not_run(case.name, case.kind)
-            } else {
-                run_case(host, &case)
-            };
-            *stopped |= t.status == TestStatus::Timeout;
-            out.push(t.for_audience(audience));
-        }
-        out
+    let mut limit = TimeLimit::default();
+    let units = |host: &mut dyn Host, cases: Vec<UnitCase>, limit: &mut TimeLimit| {
+        cases
+            .iter()
+            .map(|case| {
+                limit
+                    .run(case.name, case.kind, || run_case(host, case))
+                    .for_audience(audience)
+            })
+            .collect::<Vec<_>>()
     };
-    let mut tests = units(host, examples, &mut stopped);
-    let system = if stopped {
-        [
-            not_run(CHAOS_TEST, TestKind::Example),
-            not_run(FAIRNESS_TEST, TestKind::Example),
-        ]
-    } else {
-        system_runs(host, seed, &mut stopped)
-    };
-    tests.extend(units(host, hidden, &mut stopped));
-    tests.extend(system);
+    let mut tests = units(host, examples, &mut limit);
+    let chaos = limit.run(CHAOS_TEST, TestKind::Example, || chaos_test(host, seed));
+    let fairness = limit.run(FAIRNESS_TEST, TestKind::Example, || {
+        fairness_test(host, seed)
+    });
+    tests.extend(units(host, hidden, &mut limit));
+    tests.extend([chaos, fairness]);
     Report::new(ID, seed, INFO.xp, tests)
 }
 
-fn not_run(name: &str, kind: TestKind) -> TestReport {
-    let why = "Not run: the run had already reached its time limit.";
-    TestReport::new(name, kind, TestStatus::Timeout, Some(why.into()))
-}
-
-/// The chaos run and the fairness run; `stopped` when one reached the time limit.
-fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestReport; 2] {
+fn chaos_test(host: &mut dyn Host, seed: u64) -> TestReport {
     // The system runs' prints are not shown: thousands of steps print.
     host.take_output();
     let chaos = chaos_run(host, &ChaosPlan::full(seed));
     host.take_output();
-    let chaos = match chaos {
+    match chaos {
         Ok(r) => {
             let mut t = system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed));
             t.figure = Some(Figure::Table {
@@ -382,16 +369,17 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
             });
             t
         }
-        Err(RunStop::TimedOut(e)) => {
+        Err(e) => {
             let mut t = system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"));
-            t.status = TestStatus::Timeout;
-            *stopped = true;
-            return [t, not_run(FAIRNESS_TEST, TestKind::Example)];
+            if e.is_timeout() {
+                t.status = TestStatus::Timeout;
+            }
+            t
         }
-        Err(RunStop::Failed(e)) => {
-            system_test(CHAOS_TEST, false, format!("The chaos run stopped: {e}"))
-        }
-    };
+    }
+}
+
+fn fairness_test(host: &mut dyn Host, seed: u64) -> TestReport {
     let plan = FairPlan::full(seed);
     let yours = fairness_run(host, &plan);
     host.take_output();
@@ -403,7 +391,6 @@ fn system_runs(host: &mut dyn Host, seed: u64, stopped: &mut bool) -> [TestRepor
     t.figure = Some(fairness_bars(&yours, &fifo));
     if yours.error.as_ref().is_some_and(RunStop::is_timeout) {
         t.status = TestStatus::Timeout;
-        *stopped = true;
     }
-    [chaos, t]
+    t
 }

@@ -13,8 +13,8 @@ pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Lab, LabInfo};
-use crate::report::{Audience, Report, TestKind, TestStatus};
+use crate::lab::{Lab, LabInfo, TimeLimit};
+use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use case::Case;
 use model::{Policy, SendResult, Task};
@@ -88,23 +88,17 @@ pub fn cases() -> &'static [Case] {
 /// a learner error is confined to its test; a timeout ends the run, and the tests it
 /// did not reach are reported as timed out.
 pub fn grade(solution: &mut dyn Solution, seed: u64, audience: Audience) -> Report {
-    let cases = cases();
-    let mut tests = Vec::with_capacity(cases.len());
-    let mut stopped = false;
-    for case in cases {
-        let outcome = if stopped {
-            suite::Outcome {
-                status: TestStatus::Timeout,
-                mismatch: None,
-                message: Some("Not run: the run had already reached its time limit.".into()),
-                trace: Vec::new(),
-            }
-        } else {
-            suite::run_case(case, solution, seed)
-        };
-        stopped |= outcome.status == TestStatus::Timeout;
-        let output = solution.take_output();
-        tests.push(outcome.report(case, output, audience));
-    }
+    let mut limit = TimeLimit::default();
+    let tests = cases()
+        .iter()
+        .map(|case| {
+            limit
+                .run(&case.name, case.kind, || {
+                    let outcome = suite::run_case(case, solution, seed);
+                    outcome.report(case, solution.take_output(), audience)
+                })
+                .for_audience(audience)
+        })
+        .collect();
     Report::new(ID, seed, INFO.xp, tests)
 }
