@@ -3,10 +3,9 @@
 //! Contract: the course's `labs/courier.md`; the engineering spec is `DESIGN.md`.
 //!
 //! The learner's database is the host's (SQLite in Pyodide); the engine reaches it
-//! through `sim::Host`. Grading: unit tests per piece (`units.rs`, examples here and
-//! hidden ones in `hidden-tests/courier/`), then the chaos run and the fairness run.
+//! through `sim::Host`. Grading: unit tests per piece (`units.rs`, case files in
+//! `examples/` and `hidden-tests/courier/`), then the chaos run and the fairness run.
 
-pub mod examples;
 pub mod fairness;
 pub mod provider;
 pub mod reference;
@@ -89,36 +88,11 @@ impl Lab for Courier {
     }
 }
 
-/// The hidden cases, compiled in with the `hidden` feature.
-#[cfg(feature = "hidden")]
-mod hidden {
-    use super::provider::{LookupAnswer, SendAnswer, Status};
-    use super::rules::Rule;
-    use super::sim::{ActionState, Call, OutboxState, Script, Tables};
-    use super::units::{accepted, action, found, outbox, stores, webhook, UnitCase};
-    use crate::report::TestKind;
-    include!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/hidden-tests/courier/cases.rs"
-    ));
-    pub fn cases() -> Vec<UnitCase> {
-        hidden_cases()
-    }
-}
-
-#[cfg(not(feature = "hidden"))]
-mod hidden {
-    pub fn cases() -> Vec<super::units::UnitCase> {
-        Vec::new()
-    }
-}
-
-/// Every unit case, examples first.
+/// Every unit case, examples first: compiled in from the case files
+/// (`src/courier/examples/`, and with the `hidden` feature `hidden-tests/courier/`)
+/// by `build.rs`.
 pub fn cases() -> Vec<UnitCase> {
-    examples::examples()
-        .into_iter()
-        .chain(hidden::cases())
-        .collect()
+    include!(concat!(env!("OUT_DIR"), "/courier_cases.rs"))
 }
 
 fn system_test(name: &str, passed: bool, message: String) -> TestReport {

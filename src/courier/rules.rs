@@ -2,9 +2,9 @@
 //! reports and in `hidden-tests/courier/README.md`) and the sentence a learner reads
 //! when it is broken. The system runs (chaos, fairness) hold every rule at once.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Rule {
     FairClaim,

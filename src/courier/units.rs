@@ -91,12 +91,20 @@ pub fn webhook(event_id: &str, action: u64, status: Status) -> Webhook {
 }
 
 /// What one run of a case did.
-struct Outcome {
-    returned: Result<Value, LearnerError>,
-    killed: bool,
-    provider: Vec<Op>,
-    statements: usize,
-    after: Tables,
+pub struct Outcome {
+    pub returned: Result<Value, LearnerError>,
+    /// The script killed the worker during the call.
+    pub killed: bool,
+    /// The provider calls, in order (statements left out).
+    pub provider: Vec<Op>,
+    pub statements: usize,
+    pub after: Tables,
+}
+
+/// What the reference design does in `case`: what a case file's `expect` table
+/// states (`tests/courier_cases.rs` checks that they agree).
+pub fn reference_outcome(case: &UnitCase) -> Result<Outcome, RunStop> {
+    play(&mut RefHost::new(None), case)
 }
 
 fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, RunStop> {

@@ -13,12 +13,15 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// (lab id, folder of its example cases). Hidden cases live in `hidden-tests/<lab id>/`.
-pub const LABS: &[(&str, &str)] = &[("deliver-once", "src/deliver_once/examples")];
+// What every lab's case files share: where they are, and how a mistake is named.
+#[path = "../case_files.rs"]
+mod case_files;
+use case_files::case_index;
+// build.rs uses all of these; a test that includes this file may use only some.
+#[allow(unused_imports)]
+pub use case_files::{lab_files, read_lab_files, CaseError, LABS};
 
 // ---- The file format, as people write it -------------------------------------------
 
@@ -282,76 +285,12 @@ impl Case {
     }
 }
 
-/// A malformed case file, with everything needed to find the mistake.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CaseError {
-    pub file: String,
-    /// The case's index and name, when the mistake is inside one.
-    pub case: Option<(usize, String)>,
-    /// The field's path, e.g. `case[2].step[0].call`; empty for a TOML syntax error.
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for CaseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some((i, name)) = &self.case {
-            write!(f, ": case {i} ({name:?})")?;
-        }
-        if !self.field.is_empty() {
-            write!(f, ": field `{}`", self.field)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for CaseError {}
-
 // ---- Finding and reading the files -----------------------------------------------------
-
-/// The case files of `lab`, examples first, then (with `hidden`) its hidden ones,
-/// each folder in file-name order: the order of the tests in every report. Paths are
-/// relative to `root`, the project's folder.
-pub fn lab_files(root: &Path, lab: &str, hidden: bool) -> Vec<(PathBuf, bool)> {
-    let Some((_, examples)) = LABS.iter().find(|(id, _)| *id == lab) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(PathBuf, bool)> = toml_files(root, Path::new(examples))
-        .into_iter()
-        .map(|p| (p, false))
-        .collect();
-    if hidden {
-        let dir = Path::new("hidden-tests").join(lab);
-        files.extend(toml_files(root, &dir).into_iter().map(|p| (p, true)));
-    }
-    files
-}
-
-fn toml_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(root.join(dir)) else {
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| dir.join(e.file_name()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort(); // a stable order: reports list tests in file order
-    files
-}
 
 /// Reads and checks every case of `lab` (see `lab_files`), and that no two share a name.
 pub fn load_lab(root: &Path, lab: &str, hidden: bool) -> Result<Vec<Case>, CaseError> {
     let mut all: Vec<Case> = Vec::new();
-    for (path, is_hidden) in lab_files(root, lab, hidden) {
-        let file = path.to_string_lossy().replace('\\', "/");
-        let text = fs::read_to_string(root.join(&path)).map_err(|e| CaseError {
-            file: file.clone(),
-            case: None,
-            field: String::new(),
-            message: format!("cannot read: {e}"),
-        })?;
+    for (file, text, is_hidden) in read_lab_files(root, lab, hidden)? {
         all.extend(parse_file(&file, &text, is_hidden)?);
         unique_names(&all)?;
     }
@@ -420,11 +359,6 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
             })
         })
         .collect()
-}
-
-fn case_index(path: &str) -> Option<usize> {
-    let rest = path.strip_prefix("case[")?;
-    rest[..rest.find(']')?].parse().ok()
 }
 
 type FieldError = (String, String);

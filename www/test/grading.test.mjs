@@ -59,9 +59,11 @@ function hiddenNeedles() {
   const open = [path.join(REPO, 'src/deliver_once/lab.md'), ...fs.readdirSync(path.join(REPO, 'src/deliver_once/examples'))
     .map((f) => path.join(REPO, 'src/deliver_once/examples', f))].map((f) => fs.readFileSync(f, 'utf8')).join('\n');
   const data = [...new Set(keys)].filter((k) => !open.includes(k));
-  // The courier lab's hidden cases are Rust data (hidden-tests/courier/cases.rs).
-  const courier = fs.readFileSync(path.join(REPO, 'hidden-tests/courier/cases.rs'), 'utf8');
-  names.push(...[...courier.matchAll(/^\s*name: "((?:[^"\\]|\\.)*)"/gm)].map((m) => JSON.parse(`"${m[1]}"`)));
+  // The courier lab's hidden cases: their names (its data is tables and ids, too
+  // generic to search for).
+  const cdir = path.join(REPO, 'hidden-tests', 'courier');
+  const courier = fs.readdirSync(cdir).filter((f) => f.endsWith('.toml')).map((f) => fs.readFileSync(path.join(cdir, f), 'utf8')).join('\n');
+  names.push(...[...courier.matchAll(/^name\s*=\s*"((?:[^"\\]|\\.)*)"/gm)].map((m) => JSON.parse(`"${m[1]}"`)));
   return { names, data };
 }
 
