@@ -1,0 +1,74 @@
+//! The labs are named together in one place, Cargo.toml's `labs` feature (the build
+//! and ./lab test read it through scripts/labs); the registry (`lab.rs`) and the case
+//! folders (`case_files.rs`) must hold exactly those labs, in that order.
+
+#[path = "../src/case_files.rs"]
+mod case_files;
+
+fn cargo_labs() -> Vec<String> {
+    let manifest: toml::Value = toml::from_str(include_str!("../Cargo.toml")).unwrap();
+    let features = &manifest["features"];
+    assert_eq!(
+        features["default"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f.as_str() == Some("labs"))
+            .count(),
+        1,
+        "the default build holds every lab"
+    );
+    let labs: Vec<String> = features["labs"]
+        .as_array()
+        .expect("Cargo.toml has a `labs` feature listing every lab")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    for lab in &labs {
+        assert!(
+            features.get(lab).is_some(),
+            "{lab} is in `labs` but is not a feature of its own"
+        );
+    }
+    labs
+}
+
+#[test]
+fn the_registry_and_the_case_folders_hold_the_labs_cargo_lists() {
+    let labs = cargo_labs();
+    assert!(labs.len() >= 2, "{labs:?}");
+    let registry: Vec<String> = delivery_lab::labs()
+        .iter()
+        .map(|l| l.info().id.to_string())
+        .collect();
+    assert_eq!(
+        registry, labs,
+        "src/lab.rs labs() against Cargo.toml's labs feature"
+    );
+    let folders: Vec<String> = case_files::LABS
+        .iter()
+        .map(|(id, _)| id.to_string())
+        .collect();
+    assert_eq!(
+        folders, labs,
+        "src/case_files.rs LABS against Cargo.toml's labs feature"
+    );
+}
+
+#[test]
+fn scripts_labs_prints_the_same_list() {
+    let out = std::process::Command::new("scripts/labs")
+        .output()
+        .expect("scripts/labs runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(printed, cargo_labs());
+}
