@@ -40,15 +40,35 @@ pub fn labs() -> &'static [&'static dyn Lab] {
     ]
 }
 
+/// What a run is for: a learner's report runs every test; a verdict (mutation
+/// testing asks only "does this fail?") may stop at the first test that fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunMode {
+    #[default]
+    Report,
+    Verdict,
+}
+
 /// The rule every lab's run keeps: once a test reaches the lab's time limit (the
 /// host stopped the learner's code), no later test runs; each is reported "not run".
+/// In a verdict run, the same after the first test that does not pass.
 #[derive(Default)]
 pub struct TimeLimit {
     reached: bool,
+    failed: bool,
+    mode: RunMode,
 }
 
 impl TimeLimit {
-    /// `test`'s report, or "not run" once the limit was reached.
+    pub fn new(mode: RunMode) -> Self {
+        TimeLimit {
+            mode,
+            ..TimeLimit::default()
+        }
+    }
+
+    /// `test`'s report, or "not run" once the limit was reached (or, in a verdict
+    /// run, once a test failed).
     pub fn run(
         &mut self,
         name: &str,
@@ -62,10 +82,18 @@ impl TimeLimit {
                 TestStatus::Timeout,
                 Some("Not run: the run had already reached its time limit.".into()),
             )
+        } else if self.failed {
+            TestReport::new(
+                name,
+                kind,
+                TestStatus::Fail,
+                Some("Not run: a verdict run stops at the first failed test.".into()),
+            )
         } else {
             test()
         };
         self.reached |= t.status == TestStatus::Timeout;
+        self.failed |= self.mode == RunMode::Verdict && t.status != TestStatus::Pass;
         t
     }
 }

@@ -17,6 +17,6 @@ pub mod value;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-pub use lab::{lab_by_id, labs, Lab, LabInfo};
+pub use lab::{lab_by_id, labs, Lab, LabInfo, RunMode};
 pub use report::{Report, TestKind, TestStatus};
 pub use value::{LearnerError, Value};

@@ -15,7 +15,7 @@ use crate::deliver_once::{
     model::{Policy, SendResult, Task},
     world, Solution,
 };
-use crate::lab::{lab_by_id, labs, Lab};
+use crate::lab::{lab_by_id, labs, Lab, RunMode};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
@@ -237,7 +237,25 @@ impl Grader {
         seed: Option<u32>,
         format: Option<String>,
     ) -> Result<String, JsError> {
-        render(&grade_report(lab_id, solution, seed)?, format)
+        render(
+            &grade_report(lab_id, solution, seed, RunMode::Report)?,
+            format,
+        )
+    }
+
+    /// Grades `solution` until its first failed test (the later ones are reported
+    /// "not run"): the pass or fail of `grade`, sooner. For mutation testing, where
+    /// only that is asked; never for a learner's report.
+    pub fn verdict(
+        &self,
+        lab_id: &str,
+        solution: SolutionObject,
+        seed: Option<u32>,
+    ) -> Result<String, JsError> {
+        render(
+            &grade_report(lab_id, solution, seed, RunMode::Verdict)?,
+            None,
+        )
     }
 
     /// Grades `solution` once and renders the report in each of `formats`: JSON of
@@ -250,7 +268,7 @@ impl Grader {
         seed: Option<u32>,
         formats: Vec<String>,
     ) -> Result<String, JsError> {
-        let report = grade_report(lab_id, solution, seed)?;
+        let report = grade_report(lab_id, solution, seed, RunMode::Report)?;
         let mut out = serde_json::Map::new();
         for f in formats {
             let text = render(&report, Some(f.clone()))?;
@@ -295,6 +313,7 @@ fn grade_report(
     lab_id: &str,
     solution: SolutionObject,
     seed: Option<u32>,
+    mode: RunMode,
 ) -> Result<Report, JsError> {
     let lab = find_lab(lab_id)?;
     let has_call = !solution.is_null()
@@ -309,9 +328,13 @@ fn grade_report(
     // `Lab` has no `grade`: each lab's `Solution` trait is its own.
     Ok(match lab.info().id {
         #[cfg(feature = "deliver-once")]
-        deliver_once::ID => deliver_once::grade(&mut JsSolution(solution), seed, Audience::Learner),
+        deliver_once::ID => {
+            deliver_once::grade_with(&mut JsSolution(solution), seed, Audience::Learner, mode)
+        }
         #[cfg(feature = "courier")]
-        courier::ID => courier::grade(&mut JsCourierHost(solution), seed, Audience::Learner),
+        courier::ID => {
+            courier::grade_with(&mut JsCourierHost(solution), seed, Audience::Learner, mode)
+        }
         id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
     })
 }

@@ -6,7 +6,7 @@ mod common;
 use common::mutants::{Mutant, CATALOGUE};
 use common::variants::{ClaimFirst, KindFirst};
 use delivery_lab::deliver_once::{self, Solution};
-use delivery_lab::report::{Audience, Report, TestKind, TestStatus};
+use delivery_lab::report::{Audience, Report, RunStatus, TestKind, TestStatus};
 
 fn grade(solution: &mut dyn Solution) -> Report {
     deliver_once::grade(solution, deliver_once::DEFAULT_SEED, Audience::Staff)
@@ -137,5 +137,46 @@ fn peek() {
     ] {
         let r = grade(&mut Mutant(m));
         println!("{}", r.to_text());
+    }
+}
+
+/// A verdict run (`RunMode::Verdict`, what mutation testing asks) stops at the first
+/// failed test; it must give the pass or fail of the full run, for every mutant and
+/// for correct solutions, and a passing run must be the full report.
+#[test]
+fn a_verdict_run_gives_the_full_run_s_pass_or_fail() {
+    use delivery_lab::RunMode;
+    let verdict = |s: &mut dyn Solution| {
+        deliver_once::grade_with(
+            s,
+            deliver_once::DEFAULT_SEED,
+            Audience::Staff,
+            RunMode::Verdict,
+        )
+    };
+    for (m, ..) in CATALOGUE {
+        let full = grade(&mut Mutant(*m));
+        let quick = verdict(&mut Mutant(*m));
+        assert_ne!(full.status, RunStatus::Pass, "{m:?}");
+        assert_eq!(quick.status, full.status, "{m:?}");
+        let first_failed = full
+            .tests
+            .iter()
+            .position(|t| t.status != TestStatus::Pass)
+            .unwrap();
+        assert_eq!(
+            quick.tests[..=first_failed],
+            full.tests[..=first_failed],
+            "{m:?}"
+        );
+        assert!(quick.tests[first_failed + 1..]
+            .iter()
+            .all(|t| t.message.as_deref()
+                == Some("Not run: a verdict run stops at the first failed test.")));
+    }
+    for correct in [&mut ClaimFirst as &mut dyn Solution, &mut KindFirst] {
+        let full = grade(correct);
+        assert_eq!(full.status, RunStatus::Pass);
+        assert_eq!(verdict(correct).to_json(), full.to_json());
     }
 }

@@ -13,7 +13,7 @@ pub mod rules;
 pub mod sim;
 pub mod units;
 
-use crate::lab::{Lab, LabInfo, TimeLimit};
+use crate::lab::{Lab, LabInfo, RunMode, TimeLimit};
 use crate::report::{
     Audience, Bar, BarGroup, Figure, FigureRow, Report, TestKind, TestReport, TestStatus,
 };
@@ -306,10 +306,15 @@ pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
 /// means every shown test is final before that. The report lists them in the lab's
 /// order (units, then the system runs).
 pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
+    grade_with(host, seed, audience, RunMode::Report)
+}
+
+/// `grade`, in a given mode (`RunMode::Verdict` stops at the first failed test).
+pub fn grade_with(host: &mut dyn Host, seed: u64, audience: Audience, mode: RunMode) -> Report {
     let (examples, hidden): (Vec<_>, Vec<_>) = cases()
         .into_iter()
         .partition(|c| c.kind == TestKind::Example);
-    let mut limit = TimeLimit::default();
+    let mut limit = TimeLimit::new(mode);
     let units = |host: &mut dyn Host, cases: Vec<UnitCase>, limit: &mut TimeLimit| {
         cases
             .iter()

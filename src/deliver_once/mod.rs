@@ -13,7 +13,7 @@ pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Lab, LabInfo, TimeLimit};
+use crate::lab::{Lab, LabInfo, RunMode, TimeLimit};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use case::Case;
@@ -88,7 +88,17 @@ pub fn cases() -> &'static [Case] {
 /// a learner error is confined to its test; a timeout ends the run, and the tests it
 /// did not reach are reported as timed out.
 pub fn grade(solution: &mut dyn Solution, seed: u64, audience: Audience) -> Report {
-    let mut limit = TimeLimit::default();
+    grade_with(solution, seed, audience, RunMode::Report)
+}
+
+/// `grade`, in a given mode (`RunMode::Verdict` stops at the first failed test).
+pub fn grade_with(
+    solution: &mut dyn Solution,
+    seed: u64,
+    audience: Audience,
+    mode: RunMode,
+) -> Report {
+    let mut limit = TimeLimit::new(mode);
     let tests = cases()
         .iter()
         .map(|case| {

@@ -123,13 +123,17 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
     return JSON.parse(grader.timeout_report(labId, seedOf(seed), message));
   }
 
-  /** Grades `source`; returns the report object (the engine's JSON, parsed). */
-  function run(source, { seed } = {}) {
+  /**
+   * Grades `source`; returns the report object (the engine's JSON, parsed).
+   * `verdict`: stop at the first failed test (mutation testing asks only whether
+   * it fails); never for a learner.
+   */
+  function run(source, { seed, verdict = false } = {}) {
     seed = seedOf(seed);
     const loaded = JSON.parse(py.load(String(source), functionsJson, lab.time_limit_s));
     if (loaded.error) return errorReport(loaded.error, seed);
     if (loaded.timeout) return timeoutReport(loaded.timeout, seed);
-    return JSON.parse(grader.grade(labId, solution, seed));
+    return JSON.parse(verdict ? grader.verdict(labId, solution, seed) : grader.grade(labId, solution, seed));
   }
 
   return { lab, grader, run, errorReport, timeoutReport };

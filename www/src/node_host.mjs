@@ -24,10 +24,15 @@ export async function loadGrader() {
   return pkg;
 }
 
-/** Pyodide plus the grader, joined by engine.mjs. */
-export async function loadNodeEngine({ labId } = {}) {
+/**
+ * Pyodide plus the grader, joined by engine.mjs. `interruptBuffer` (an Int32Array on
+ * a SharedArrayBuffer): another thread writes 2 (SIGINT) into it at the time limit,
+ * as the page's runner does for its worker.
+ */
+export async function loadNodeEngine({ labId, interruptBuffer } = {}) {
   const { loadPyodide } = await import('pyodide');
   const [pkg, pyodide] = await Promise.all([loadGrader(), loadPyodide({ indexURL: paths.pyodide })]);
+  if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
   const bridgeSource = fs.readFileSync(paths.bridge, 'utf8');
   return createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, ...(labId ? { labId } : {}) });
 }
