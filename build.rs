@@ -27,40 +27,48 @@ const LAB: &str = "deliver-once";
 fn main() {
     let hidden = env::var_os("CARGO_FEATURE_HIDDEN").is_some();
     let root = Path::new(".");
-    // Watch the folders for added and removed files, and every file in them.
-    let (_, examples) = case_format::LABS.iter().find(|(id, _)| *id == LAB).unwrap();
-    for dir in [PathBuf::from(examples), Path::new("hidden-tests").join(LAB)] {
-        println!("cargo:rerun-if-changed={}", dir.display());
-    }
-    for (path, _) in case_format::lab_files(root, LAB, hidden) {
-        println!("cargo:rerun-if-changed={}", path.display());
-    }
-    let cases = case_format::load_lab(root, LAB, hidden).unwrap_or_else(|e| {
-        eprintln!("error: malformed case file: {e}");
-        std::process::exit(1);
-    });
-    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join("deliver_once_cases.rs");
-    fs::write(dest, deliver_once_source(&cases)).unwrap();
+    compile_cases(
+        root,
+        LAB,
+        hidden,
+        "deliver_once_cases.rs",
+        deliver_once_source,
+        || case_format::load_lab(root, LAB, hidden),
+    );
+    compile_cases(
+        root,
+        courier_format::LAB,
+        hidden,
+        "courier_cases.rs",
+        courier_source,
+        || courier_format::load_lab(root, hidden),
+    );
+}
 
-    let (_, examples) = case_format::LABS
-        .iter()
-        .find(|(id, _)| *id == courier_format::LAB)
-        .unwrap();
-    for dir in [
-        PathBuf::from(examples),
-        Path::new("hidden-tests").join(courier_format::LAB),
-    ] {
+/// Watches `lab`'s case folders (for added and removed files) and every file in them,
+/// loads its cases (a malformed file ends the build, named) and writes `source` of
+/// them to `OUT_DIR/out`.
+fn compile_cases<C, E: std::fmt::Display>(
+    root: &Path,
+    lab: &str,
+    hidden: bool,
+    out: &str,
+    source: fn(&[C]) -> String,
+    load: impl FnOnce() -> Result<Vec<C>, E>,
+) {
+    let (_, examples) = case_format::LABS.iter().find(|(id, _)| *id == lab).unwrap();
+    for dir in [PathBuf::from(examples), Path::new("hidden-tests").join(lab)] {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
-    for (path, _) in case_format::lab_files(root, courier_format::LAB, hidden) {
+    for (path, _) in case_format::lab_files(root, lab, hidden) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    let cases = courier_format::load_lab(root, hidden).unwrap_or_else(|e| {
+    let cases = load().unwrap_or_else(|e| {
         eprintln!("error: malformed case file: {e}");
         std::process::exit(1);
     });
-    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join("courier_cases.rs");
-    fs::write(dest, courier_source(&cases)).unwrap();
+    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join(out);
+    fs::write(dest, source(&cases)).unwrap();
 }
 
 /// One Rust expression, a `Vec<UnitCase>` of the courier engine's types

@@ -15,8 +15,9 @@ use std::path::Path;
 
 #[path = "../case_files.rs"]
 mod case_files;
-use case_files::case_index;
-pub use case_files::{read_lab_files, CaseError};
+// A test that includes this file may use only some of these.
+#[allow(unused_imports)]
+pub use case_files::{read_lab_files, unique_names, CaseError, FileCase};
 
 /// The engine's own rules (`rules.rs` needs nothing but serde, so it is shared as is).
 #[path = "rules.rs"]
@@ -310,65 +311,20 @@ pub struct Case {
     pub expect: Expect,
 }
 
-impl Case {
-    /// Describes a mistake inside this case; `field` is relative to the case.
-    pub fn error(&self, field: &str, message: String) -> CaseError {
-        CaseError {
-            file: self.file.clone(),
-            case: Some((self.index, self.name.clone())),
-            field: format!("case[{}].{field}", self.index),
-            message,
-        }
+impl FileCase for Case {
+    fn place(&self) -> (&str, usize, &str) {
+        (&self.file, self.index, &self.name)
     }
 }
 
 /// Reads and checks every case of the lab, examples first, and that no two share a name.
 pub fn load_lab(root: &Path, hidden: bool) -> Result<Vec<Case>, CaseError> {
-    let mut all: Vec<Case> = Vec::new();
-    for (file, text, is_hidden) in read_lab_files(root, LAB, hidden)? {
-        all.extend(parse_file(&file, &text, is_hidden)?);
-        unique_names(&all)?;
-    }
-    Ok(all)
-}
-
-/// Names the first case whose name was already taken.
-pub fn unique_names(cases: &[Case]) -> Result<(), CaseError> {
-    for (i, case) in cases.iter().enumerate() {
-        if cases[..i].iter().any(|c| c.name == case.name) {
-            return Err(case.error("name", "another case already has this name".into()));
-        }
-    }
-    Ok(())
+    case_files::load_lab(root, LAB, hidden, parse_file)
 }
 
 /// Parses one case file. `file` names it in errors; `hidden`: it is a hidden one.
 pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, CaseError> {
-    let raw: toml::Value = toml::from_str(text).map_err(|e| CaseError {
-        file: file.into(),
-        case: None,
-        field: String::new(),
-        message: format!("not valid TOML: {e}"),
-    })?;
-    let case_at = |index: usize| {
-        let name = raw
-            .get("case")
-            .and_then(|c| c.get(index))
-            .and_then(|c| c.get("name"))
-            .and_then(toml::Value::as_str)
-            .unwrap_or("unnamed")
-            .to_string();
-        (index, name)
-    };
-    let spec: FileSpec = serde_path_to_error::deserialize(raw.clone()).map_err(|e| {
-        let field = e.path().to_string();
-        CaseError {
-            file: file.into(),
-            case: case_index(&field).map(case_at),
-            field,
-            message: e.into_inner().message().to_string(),
-        }
-    })?;
+    let spec: FileSpec = case_files::parse_toml(file, text)?;
     spec.case
         .into_iter()
         .enumerate()

@@ -18,10 +18,9 @@ use std::path::Path;
 // What every lab's case files share: where they are, and how a mistake is named.
 #[path = "../case_files.rs"]
 mod case_files;
-use case_files::case_index;
 // build.rs uses all of these; a test that includes this file may use only some.
 #[allow(unused_imports)]
-pub use case_files::{lab_files, read_lab_files, CaseError, LABS};
+pub use case_files::{lab_files, read_lab_files, unique_names, CaseError, FileCase, LABS};
 
 // ---- The file format, as people write it -------------------------------------------
 
@@ -273,15 +272,9 @@ pub struct Case {
     pub body: Body,
 }
 
-impl Case {
-    /// Describes a mistake inside this case; `field` is relative to the case.
-    pub fn error(&self, field: &str, message: String) -> CaseError {
-        CaseError {
-            file: self.file.clone(),
-            case: Some((self.index, self.name.clone())),
-            field: format!("case[{}].{field}", self.index),
-            message,
-        }
+impl FileCase for Case {
+    fn place(&self) -> (&str, usize, &str) {
+        (&self.file, self.index, &self.name)
     }
 }
 
@@ -289,54 +282,14 @@ impl Case {
 
 /// Reads and checks every case of `lab` (see `lab_files`), and that no two share a name.
 pub fn load_lab(root: &Path, lab: &str, hidden: bool) -> Result<Vec<Case>, CaseError> {
-    let mut all: Vec<Case> = Vec::new();
-    for (file, text, is_hidden) in read_lab_files(root, lab, hidden)? {
-        all.extend(parse_file(&file, &text, is_hidden)?);
-        unique_names(&all)?;
-    }
-    Ok(all)
-}
-
-/// A test's name is how reports and learners tell it apart: no two cases of a lab
-/// share one. Names the first case whose name was already taken.
-pub fn unique_names(cases: &[Case]) -> Result<(), CaseError> {
-    for (i, case) in cases.iter().enumerate() {
-        if cases[..i].iter().any(|c| c.name == case.name) {
-            return Err(case.error("name", "another case already has this name".into()));
-        }
-    }
-    Ok(())
+    case_files::load_lab(root, lab, hidden, parse_file)
 }
 
 // ---- Parsing and checking one file -----------------------------------------------------
 
 /// Parses one case file. `file` names it in errors; `hidden`: it is a hidden one.
 pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, CaseError> {
-    let raw: toml::Value = toml::from_str(text).map_err(|e| CaseError {
-        file: file.into(),
-        case: None,
-        field: String::new(),
-        message: format!("not valid TOML: {e}"),
-    })?;
-    let case_at = |index: usize| {
-        let name = raw
-            .get("case")
-            .and_then(|c| c.get(index))
-            .and_then(|c| c.get("name"))
-            .and_then(toml::Value::as_str)
-            .unwrap_or("unnamed")
-            .to_string();
-        (index, name)
-    };
-    let spec: FileSpec = serde_path_to_error::deserialize(raw.clone()).map_err(|e| {
-        let field = e.path().to_string();
-        CaseError {
-            file: file.into(),
-            case: case_index(&field).map(case_at),
-            field,
-            message: e.into_inner().message().to_string(),
-        }
-    })?;
+    let spec: FileSpec = case_files::parse_toml(file, text)?;
     let defaults = spec.defaults;
     spec.case
         .into_iter()
@@ -345,7 +298,7 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
             let name = c.name.clone();
             let (rules, body) = build_case(&defaults, c).map_err(|(field, message)| CaseError {
                 file: file.into(),
-                case: Some(case_at(i)),
+                case: Some((i, name.clone())),
                 field: format!("case[{i}].{field}"),
                 message,
             })?;

@@ -7,7 +7,7 @@
 #[path = "../../src/deliver_once/case_format.rs"]
 pub mod case_format;
 
-use case_format::CaseError;
+use case_format::{CaseError, FileCase};
 use delivery_lab::deliver_once::model::{Policy, SendResult, Task, TaskKind};
 use delivery_lab::deliver_once::rules::Rule;
 use delivery_lab::deliver_once::world::Op;

@@ -254,14 +254,20 @@ export function listFor(run, old) {
   };
 }
 
-/** The score line: killed among the mutants not listed as equivalent (with a reason). */
-export function scoreLine(run, list) {
+/**
+ * The score line: killed among the mutants not listed as equivalent (with a reason).
+ * `how`: where the figures come from (by default, this run and its time).
+ */
+export function scoreLine(run, list, how = `in ${run.seconds.toFixed(0)} s`) {
   const equivalent = run.survivors.filter((s) => (list?.equivalent ?? []).some((x) => sameMutant(x, s) && x.why)).length;
   const meaningful = run.total - equivalent;
   return `${run.lab}: ${run.total} mutants (${run.tool}), ${run.killed} killed, ${run.survivors.length} survive `
     + `(${equivalent} listed as equivalent); mutation score ${((run.killed / Math.max(1, meaningful)) * 100).toFixed(1)}% `
-    + `of ${meaningful} non-equivalent, in ${run.seconds.toFixed(0)} s`;
+    + `of ${meaningful} non-equivalent, ${how}`;
 }
+
+/** The run a list was made from, as far as the list records it. */
+const recordedRun = (lab, list) => ({ lab, total: list.mutants, killed: list.killed, survivors: list.equivalent, tool: list.tool, seconds: list.seconds });
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
@@ -275,20 +281,16 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const recorded = readList(lab);
     if (bench && recorded && recorded.seconds > BENCH_MAX_S) {
       // Too long for the bench: the figures of the last ./lab mutants --update.
-      const equivalent = recorded.equivalent.filter((x) => x.why).length;
-      console.log(`${lab}: ${recorded.mutants} mutants (${recorded.tool}), ${recorded.killed} killed, `
-        + `${recorded.equivalent.length} survive (${equivalent} listed as equivalent); mutation score `
-        + `${((recorded.killed / Math.max(1, recorded.mutants - equivalent)) * 100).toFixed(1)}% of ${recorded.mutants - equivalent} `
-        + `non-equivalent: recorded by ./lab mutants --update --lab ${lab} (${Math.round(recorded.seconds / 60)} min), not rerun here`);
+      console.log(scoreLine(recordedRun(lab, recorded), recorded,
+        `recorded by ./lab mutants --update --lab ${lab} (${Math.round(recorded.seconds / 60)} min), not rerun here`));
       continue;
     }
     const run = await mutateLab(lab, { log: (m) => process.stderr.write(`${m}\n`) });
-    const old = readList(lab);
+    const list = update ? listFor(run, recorded) : recorded;
     if (update) {
       fs.mkdirSync(MUTATION_DIR, { recursive: true });
-      fs.writeFileSync(listFile(lab), `${JSON.stringify(listFor(run, old), null, 2)}\n`);
+      fs.writeFileSync(listFile(lab), `${JSON.stringify(list, null, 2)}\n`);
     }
-    const list = readList(lab);
     console.log(scoreLine(run, list));
     const problems = problemsOf(run, list);
     for (const p of problems) console.log(`  ${p}`);
