@@ -159,7 +159,10 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
     });
     conn.on('error', () => {});
   });
-  await new Promise((resolve) => server.listen(socket, resolve));
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socket, () => { server.off('error', reject); resolve(); });
+  });
   try {
     fs.writeFileSync(path.join(dir, 'reference.py'), reference);
     fs.writeFileSync(path.join(dir, 'client.py'), CLIENT);
@@ -184,11 +187,23 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
     });
     run('init', 'cosmic-ray.toml', 'session.sqlite');
     // exec grades in this process while it waits: the server answers between calls.
+    // Bounded as a whole too: every mutant at the lab's limit, twice (a regrade in a
+    // fresh interpreter), and a minute; past it the run fails, naming how far it got.
+    const mutants = run('dump', 'session.sqlite').trim().split('\n').length;
+    const deadlineS = mutants * limitS * 2 + 60;
     await new Promise((resolve, reject) => {
       const child = spawn(COSMIC_RAY, ['exec', 'cosmic-ray.toml', 'session.sqlite'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
-      child.stderr.on('data', (d) => { err += d; });
-      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`cosmic-ray exec failed (${code}): ${err.slice(-2000)}`))));
+      const deadline = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`${lab}: cosmic-ray exec did not finish within ${deadlineS} s (${graded} of ${mutants} mutants graded)`));
+      }, deadlineS * 1000);
+      child.stderr.on('data', (d) => { if (err.length < 64_000) err += d; });
+      child.on('exit', (code) => {
+        clearTimeout(deadline);
+        if (code === 0) resolve();
+        else reject(new Error(`cosmic-ray exec failed (${code}): ${err.slice(-2000)}`));
+      });
     });
     if (failures.length) throw new Error(`${lab}: mutants could not be graded: ${failures.join('; ')}`);
     const jobs = run('dump', 'session.sqlite').trim().split('\n').map((l) => JSON.parse(l));

@@ -8,6 +8,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { anchorAvailable, benchPytest, REPO, VENV_PYTHON } from '../anchor.mjs';
+import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+
+noProcessLeftAfterTests();
 
 const read = (p) => fs.readFileSync(path.join(REPO, p), 'utf8');
 

@@ -11,6 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { INTERFERED } from '../pool.mjs';
+import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+
+noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const GRADE = path.join(WWW, 'cli/grade.mjs');

@@ -12,6 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { loadGrader } from '../../src/node_host.mjs';
 import { createGradingPool, LINE_CAP_BYTES, sandboxCommand } from '../pool.mjs';
 import { jailCommand, RLIMITS } from '../jail.mjs';
+import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+
+noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const GRADE = path.join(WWW, 'cli/grade.mjs');

@@ -6,6 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadGrader } from '../../src/node_host.mjs';
 import { listFile, mutateLab, problemsOf, readList, sha256, watchdog } from '../mutation.mjs';
+import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+
+noProcessLeftAfterTests();
 
 const grader = new (await loadGrader()).Grader();
 const labs = JSON.parse(grader.labs()).map((l) => l.id);
