@@ -217,7 +217,9 @@ function abortError() {
  * @param {object} [o]
  * @param {number} [o.jobs]      submissions graded at once (default 1)
  * @param {number} [o.timeoutS]  CPU time per submission (default: the lab's limit times
- *                               CLI_LIMIT_FACTOR); ended on the clock at WALL_FACTOR times it
+ *                               CLI_LIMIT_FACTOR); ended on the clock at wallFactor times it
+ * @param {number} [o.wallFactor] how many times its CPU limit a run may last on the clock
+ *                               (default WALL_FACTOR)
  * @param {number} [o.memoryMb]  memory for one submission's Python (default 512)
  * @param {boolean} [o.sandbox]  false: no bubblewrap (`--no-sandbox`); a process per
  *                               submission and the permission model still hold
@@ -225,7 +227,7 @@ function abortError() {
  *                               sandboxes (then no interpreter snapshot is made)
  * @param {number} [o.bootLimitS] how long a sandbox may take to be ready once awaited
  */
-export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S } = {}) {
+export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -420,7 +422,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         stats.stoppedByCpu++;
         return end(ENDED.timeout);
       }
-      if (performance.now() - job.startedAt > limitMs * WALL_FACTOR) {
+      if (performance.now() - job.startedAt > limitMs * wallFactor) {
         job.waited = true;
         stats.stoppedByClock++;
         return end(ENDED.timeout);
@@ -463,7 +465,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   }
 
   const limitMessage = (job) => (job.waited
-    ? `Stopped: the run was still going after ${job.limitS * WALL_FACTOR} s (it may wait ${WALL_FACTOR} times its ${job.limitS} s limit of CPU time).`
+    ? `Stopped: the run was still going after ${job.limitS * wallFactor} s (it may wait ${wallFactor} times its ${job.limitS} s limit of CPU time).`
     : `Stopped: the run took longer than the ${job.limitS} s limit of CPU time.`);
 
   /** The outputs a job asked for, from one report source. */
