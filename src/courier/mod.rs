@@ -6,17 +6,20 @@
 //! through `sim::Host`. Grading: unit tests per piece (`units.rs`, case files in
 //! `examples/` and `hidden-tests/courier/`), then the chaos run and the fairness run.
 
+pub mod chaos_plan;
+pub mod chaos_report;
 pub mod fairness;
+pub mod host;
 pub mod provider;
 pub mod reference;
 pub mod rules;
 pub mod sim;
+pub mod step_world;
+pub mod tables;
 pub mod units;
 
 use crate::lab::{Lab, LabInfo, RunMode, TimeLimit};
-use crate::report::{
-    Audience, Bar, BarGroup, Figure, FigureRow, Report, TestKind, TestReport, TestStatus,
-};
+use crate::report::{Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestStatus};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
 use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
 use units::{run_case, UnitCase};
@@ -104,64 +107,6 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
     TestReport::new(name, TestKind::Example, status, Some(message))
 }
 
-fn row(label: &str, value: String, must: &str, ok: bool) -> FigureRow {
-    FigureRow {
-        label: label.into(),
-        value,
-        must: must.into(),
-        ok,
-    }
-}
-
-/// The chaos run's rows: what the text prints and the page draws as a table.
-pub fn chaos_rows(r: &ChaosReport) -> Vec<FigureRow> {
-    let t = &r.tally;
-    vec![
-        row(
-            "actions with exactly one message sent",
-            format!("{} of {}", t.exactly_one_effect, t.actions),
-            &format!("{} of {}", t.actions, t.actions),
-            t.exactly_one_effect == t.actions,
-        ),
-        row(
-            "actions with more than one message",
-            t.more_than_one_effect.to_string(),
-            "0",
-            t.more_than_one_effect == 0,
-        ),
-        row(
-            "actions with no message",
-            t.no_effect.to_string(),
-            "0",
-            t.no_effect == 0,
-        ),
-        row(
-            "sends with no lookup since the previous send",
-            t.resends_without_lookup.to_string(),
-            "0",
-            t.resends_without_lookup == 0,
-        ),
-        row(
-            "outbox statuses that differ from the provider's final one",
-            r.outcomes_differ.to_string(),
-            "0",
-            r.outcomes_differ == 0,
-        ),
-        row(
-            "jobs claimed from a healthy worker",
-            r.taken_from_healthy.to_string(),
-            "0",
-            r.taken_from_healthy == 0,
-        ),
-        row(
-            "steps that failed while the database was up",
-            r.crashes_db_up.to_string(),
-            "0",
-            r.crashes_db_up == 0,
-        ),
-    ]
-}
-
 pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
     let mut out = vec![
         format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
@@ -170,7 +115,7 @@ pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
             r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
         String::new(),
     ];
-    out.extend(chaos_rows(r).into_iter().map(|x| {
+    out.extend(r.rows().into_iter().map(|x| {
         let mark = if x.ok { "ok  " } else { "FAIL" };
         format!("{mark} {}: {} (must be {})", x.label, x.value, x.must)
     }));
@@ -343,9 +288,7 @@ fn chaos_test(host: &mut dyn Host, seed: u64) -> TestReport {
     match chaos {
         Ok(r) => {
             let mut t = system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed));
-            t.figure = Some(Figure::Table {
-                rows: chaos_rows(&r),
-            });
+            t.figure = Some(Figure::Table { rows: r.rows() });
             t
         }
         Err(e) => {

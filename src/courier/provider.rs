@@ -400,3 +400,13 @@ pub fn tally_of(
     }
     t
 }
+
+/// A status as the lab's tables and texts write it.
+pub fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Accepted => "accepted",
+        Status::Sent => "sent",
+        Status::Delivered => "delivered",
+        Status::Failed => "failed",
+    }
+}

@@ -1,0 +1,375 @@
+//! The world one step of a learner piece sees: the provider (scripted in a unit
+//! case, the misbehaving one in a run), the faults dealt at each statement and
+//! provider call, and the operations it logs.
+
+use super::chaos_plan::KillKind;
+use super::chaos_report::StoryLine;
+use super::host::{Fault, Faults, Killed};
+use super::provider::{status_name, LookupAnswer, Provider, Rates, SendAnswer, Timing};
+use crate::rng::SeededRng;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// One world operation of a step, in order (unit cases check these).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    Statement {
+        in_tx: bool,
+    },
+    Send {
+        key: String,
+        committed_attempts: Option<i64>,
+    },
+    Lookup {
+        key: String,
+    },
+}
+
+/// A unit case's world: provider answers in order, and maybe a kill.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Script {
+    /// Kill the worker at this statement of the step (0-based).
+    pub kill_at_statement: Option<usize>,
+    /// Kill it with its send on the wire (after the provider took it).
+    pub kill_after_send: bool,
+    /// The database is restarting during this step.
+    pub db_down: bool,
+    pub sends: Vec<SendAnswer>,
+    pub lookups: Vec<LookupAnswer>,
+    /// Not a world rule: the unit test also kills the call at each of its
+    /// statements in turn and checks the tables are left as before or as after.
+    pub all_or_nothing: bool,
+}
+
+enum Rule {
+    /// The fairness run: nothing fails.
+    Calm,
+    Chaos {
+        quota: Quota,
+        restart: (u64, u64),
+    },
+    Script(Script),
+}
+
+/// Everything a step's world needs, shared between the simulator and the handle
+/// the host holds during a call (`StepWorld`).
+pub struct WorldState {
+    pub provider: Provider,
+    rng: SeededRng,
+    rule: Rule,
+    pub(super) action_of_body: BTreeMap<String, u64>,
+    /// Keys seen in sends, for the stories of lookups with keys of any shape.
+    pub(super) action_of_key: BTreeMap<String, u64>,
+    pub(super) story: Vec<StoryLine>,
+    pub(super) now_ms: u64,
+    worker: String,
+    may_kill: bool,
+    killed: Option<KillKind>,
+    pub ops: Vec<Op>,
+    statements: usize,
+    sends: usize,
+    lookups: usize,
+}
+
+/// The handle a host's step reaches the world through.
+#[derive(Clone)]
+pub struct StepWorld(pub(super) Rc<RefCell<WorldState>>);
+
+impl StepWorld {
+    fn new(provider: Provider, rng: SeededRng, rule: Rule) -> StepWorld {
+        StepWorld(Rc::new(RefCell::new(WorldState {
+            provider,
+            rng,
+            rule,
+            action_of_body: BTreeMap::new(),
+            action_of_key: BTreeMap::new(),
+            story: Vec::new(),
+            now_ms: 0,
+            worker: String::new(),
+            may_kill: false,
+            killed: None,
+            ops: Vec::new(),
+            statements: 0,
+            sends: 0,
+            lookups: 0,
+        })))
+    }
+
+    /// A world that never fails (the fairness run's claims).
+    pub fn calm() -> StepWorld {
+        StepWorld::new(
+            Provider::new(0, Rates::default(), Timing::default()),
+            SeededRng::new(0),
+            Rule::Calm,
+        )
+    }
+
+    /// The chaos run's world: each kind of kill spread evenly over the arrivals
+    /// (`kills` in `KillKind` order), the database down during `restart` (ms).
+    pub fn chaos(
+        provider: Provider,
+        rng: SeededRng,
+        arrivals_ms: u64,
+        kills: [u64; 4],
+        restart: (u64, u64),
+    ) -> StepWorld {
+        StepWorld::new(
+            provider,
+            rng,
+            Rule::Chaos {
+                quota: Quota {
+                    arrivals_ms,
+                    kills,
+                    done: [0; 4],
+                },
+                restart,
+            },
+        )
+    }
+
+    /// In a chaos run: whether a freeze past the lease that ends in a kill is due
+    /// now; if so, it is counted.
+    pub fn frozen_kill_due(&self, now_ms: u64) -> bool {
+        match &mut self.state().rule {
+            Rule::Chaos { quota, .. } if quota.allowed(KillKind::FrozenPastLease, now_ms) => {
+                quota.take(KillKind::FrozenPastLease);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A unit case's world.
+    pub fn scripted(script: Script, now_ms: u64, worker: &str) -> StepWorld {
+        let w = StepWorld::new(
+            Provider::new(0, Rates::default(), Timing::default()),
+            SeededRng::new(0),
+            Rule::Script(script),
+        );
+        w.begin(now_ms, worker, true);
+        w
+    }
+
+    pub(super) fn begin(&self, now_ms: u64, worker: &str, may_kill: bool) {
+        let mut s = self.0.borrow_mut();
+        s.now_ms = now_ms;
+        s.worker = worker.to_string();
+        s.may_kill = may_kill;
+        s.killed = None;
+        s.ops.clear();
+        s.statements = 0;
+        s.sends = 0;
+        s.lookups = 0;
+    }
+
+    pub fn killed(&self) -> Option<KillKind> {
+        self.0.borrow().killed
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.0.borrow().ops.clone()
+    }
+
+    pub(super) fn state(&self) -> std::cell::RefMut<'_, WorldState> {
+        self.0.borrow_mut()
+    }
+}
+
+/// Spreads each kind of fault evenly over the arrival period.
+struct Quota {
+    arrivals_ms: u64,
+    kills: [u64; 4],
+    done: [u64; 4],
+}
+
+impl Quota {
+    fn allowed(&self, kind: KillKind, now_ms: u64) -> bool {
+        let i = kind as usize;
+        let due = self.kills[i] * (now_ms.min(self.arrivals_ms) + 1) / self.arrivals_ms.max(1);
+        self.done[i] < due.min(self.kills[i])
+    }
+    fn take(&mut self, kind: KillKind) {
+        self.done[kind as usize] += 1;
+    }
+}
+
+impl WorldState {
+    /// Whether the worker dies at this point (`kind` says where).
+    fn kill(&mut self, kind: KillKind) -> bool {
+        if self.killed.is_some() {
+            return true;
+        }
+        let now = self.now_ms;
+        let hit = match &mut self.rule {
+            Rule::Calm => false,
+            Rule::Chaos { quota, .. } => {
+                self.may_kill && quota.allowed(kind, now) && self.rng.chance(0.5) && {
+                    quota.take(kind);
+                    true
+                }
+            }
+            Rule::Script(s) => match kind {
+                KillKind::MidTransaction => s.kill_at_statement == Some(self.statements),
+                KillKind::RequestOnTheWire => s.kill_after_send,
+                _ => false,
+            },
+        };
+        if hit {
+            self.killed = Some(kind);
+        }
+        hit
+    }
+
+    fn action_for(&self, body: &str) -> u64 {
+        self.action_of_body.get(body).copied().unwrap_or(0)
+    }
+
+    pub(super) fn note(&mut self, action: u64, what: String) {
+        let t_ms = self.now_ms;
+        self.story.push(StoryLine { t_ms, action, what });
+    }
+}
+
+impl Faults for StepWorld {
+    fn statement(&mut self, in_tx: bool) -> Fault {
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Statement { in_tx });
+        let answer = if s.killed.is_some() {
+            Fault::Kill
+        } else {
+            let down = match &s.rule {
+                Rule::Chaos { restart, .. } => s.now_ms >= restart.0 && s.now_ms < restart.1,
+                Rule::Script(sc) => sc.db_down,
+                Rule::Calm => false,
+            };
+            // A scripted kill may land on any statement; a chaos kill only inside a
+            // transaction (outside one it is the same as a kill between steps).
+            let scripted = matches!(s.rule, Rule::Script(_));
+            if down {
+                Fault::DbDown
+            } else if (in_tx || scripted) && s.kill(KillKind::MidTransaction) {
+                Fault::Kill
+            } else {
+                Fault::Go
+            }
+        };
+        s.statements += 1;
+        answer
+    }
+
+    fn send(
+        &mut self,
+        key: &str,
+        _phone: &str,
+        body: &str,
+        committed_attempts: Option<i64>,
+    ) -> Result<SendAnswer, Killed> {
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Send {
+            key: key.to_string(),
+            committed_attempts,
+        });
+        if s.kill(KillKind::BetweenCommitAndSend) {
+            return Err(Killed);
+        }
+        let action = s.action_for(body);
+        s.action_of_key.insert(key.to_string(), action);
+        let i = s.sends;
+        let answer = match &s.rule {
+            Rule::Script(sc) => sc
+                .sends
+                .get(i)
+                .or(sc.sends.last())
+                .cloned()
+                .unwrap_or(SendAnswer::Timeout),
+            _ => {
+                let now_s = s.now_ms as f64 / 1000.0;
+                s.provider.send(now_s, action, key)
+            }
+        };
+        s.sends += 1;
+        let worker = s.worker.clone();
+        s.note(
+            action,
+            format!("{worker} sends with key {key:?}: {}", send_text(&answer)),
+        );
+        // The story tells what the caller could not see: whether a text went out.
+        let truth = match s.provider.log().last() {
+            Some(super::provider::Entry::Effect { message_id, .. }) => {
+                format!("the provider texted the customer: {message_id}")
+            }
+            Some(super::provider::Entry::Replay { .. }) => {
+                "the provider knew the key: no new text".to_string()
+            }
+            Some(super::provider::Entry::Send { reached: false, .. }) => {
+                "the request never reached the provider".to_string()
+            }
+            _ => String::new(),
+        };
+        if !truth.is_empty() && !matches!(s.rule, Rule::Script(_)) {
+            s.note(action, format!("  ({truth})"));
+        }
+        if s.kill(KillKind::RequestOnTheWire) {
+            s.note(
+                action,
+                format!("{worker} killed with the request on the wire (the answer is lost)"),
+            );
+            return Err(Killed);
+        }
+        Ok(answer)
+    }
+
+    fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed> {
+        let mut guard = self.state();
+        let s = &mut *guard;
+        s.ops.push(Op::Lookup {
+            key: key.to_string(),
+        });
+        if s.killed.is_some() {
+            return Err(Killed);
+        }
+        let i = s.lookups;
+        let answer = match &s.rule {
+            Rule::Script(sc) => sc
+                .lookups
+                .get(i)
+                .or(sc.lookups.last())
+                .cloned()
+                .unwrap_or(LookupAnswer::Timeout),
+            _ => {
+                let now_s = s.now_ms as f64 / 1000.0;
+                s.provider.lookup(now_s, key)
+            }
+        };
+        s.lookups += 1;
+        let worker = s.worker.clone();
+        let action = s.action_of_key.get(key).copied().unwrap_or(0);
+        s.note(
+            action,
+            format!("{worker} looks up {key:?}: {}", lookup_text(&answer)),
+        );
+        Ok(answer)
+    }
+}
+
+fn send_text(a: &SendAnswer) -> String {
+    match a {
+        SendAnswer::Accepted { message_id } => format!("accepted as {message_id}"),
+        SendAnswer::Timeout => "timeout (unknown)".into(),
+    }
+}
+
+fn lookup_text(a: &LookupAnswer) -> String {
+    match a {
+        LookupAnswer::Found { message_id, status } => {
+            format!("found {message_id}, {}", status_name(*status))
+        }
+        LookupAnswer::NotFound => "not found".into(),
+        LookupAnswer::Timeout => "timeout (unknown)".into(),
+    }
+}
