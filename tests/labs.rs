@@ -1,6 +1,7 @@
 //! The labs are named together in one place, Cargo.toml's `labs` feature (the build
 //! and ./lab test read it through scripts/labs); the registry (`lab.rs`) and the case
-//! folders (`case_files.rs`) must hold exactly those labs, in that order.
+//! folders (`case_files.rs`) must hold exactly those labs, in that order. And a
+//! learner function's signature is the starter's wherever a lab writes it.
 
 #[path = "../src/case_files.rs"]
 mod case_files;
@@ -71,4 +72,62 @@ fn scripts_labs_prints_the_same_list() {
         .map(str::to_string)
         .collect();
     assert_eq!(printed, cargo_labs());
+}
+
+/// Each `name(...)` in `text` for a function `name`: the text between its
+/// parentheses (None when `name` stands there as part of a longer word).
+fn written_signatures<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
+    let pattern = format!("{name}(");
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices(&pattern) {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+            continue;
+        }
+        let rest = &text[at + pattern.len()..];
+        if let Some(end) = rest.find(')') {
+            out.push(&rest[..end]);
+        }
+    }
+    out
+}
+
+/// A learner's function's signature is written once, in the starter (the file the
+/// learner edits): the reference defines it alike, and every place the lab's text
+/// writes it (`name(params)`) says the same parameters, in the same order.
+#[test]
+fn every_signature_in_a_labs_text_and_reference_is_the_starters() {
+    for lab in delivery_lab::labs() {
+        let info = lab.info();
+        for name in info.functions {
+            let def = format!("def {name}");
+            let starter = written_signatures(info.starter_py, &def);
+            assert_eq!(
+                starter.len(),
+                1,
+                "{}: the starter defines {name} once",
+                info.id
+            );
+            let params = starter[0];
+            assert_eq!(
+                written_signatures(info.reference_py, &def),
+                [params],
+                "{}: reference.py's {name} against the starter's",
+                info.id
+            );
+            let in_text = written_signatures(info.instructions_md, name);
+            assert!(
+                !in_text.is_empty(),
+                "{}: lab.md never writes {name}({params})",
+                info.id
+            );
+            for written in in_text {
+                assert_eq!(
+                    written, params,
+                    "{}: lab.md writes {name}({written}), the starter {name}({params})",
+                    info.id
+                );
+            }
+        }
+    }
 }
