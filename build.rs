@@ -56,8 +56,10 @@ fn compile_cases<C, E: std::fmt::Display>(
     source: fn(&[C]) -> String,
     load: impl FnOnce() -> Result<Vec<C>, E>,
 ) {
-    let (_, examples) = case_format::LABS.iter().find(|(id, _)| *id == lab).unwrap();
-    for dir in [PathBuf::from(examples), Path::new("hidden-tests").join(lab)] {
+    for dir in [
+        case_format::examples_dir(lab),
+        Path::new("hidden-tests").join(lab),
+    ] {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
     for (path, _) in case_format::lab_files(root, lab, hidden) {

@@ -9,11 +9,14 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// (lab id, folder of its example cases). Hidden cases live in `hidden-tests/<lab id>/`.
-pub const LABS: &[(&str, &str)] = &[
-    ("deliver-once", "src/deliver_once/examples"),
-    ("courier", "src/courier/examples"),
-];
+/// The folder of a lab's example cases: `src/<module>/examples`, the module being
+/// the lab id with `_` for `-` (a lab is one folder). Hidden cases live in
+/// `hidden-tests/<lab id>/`.
+pub fn examples_dir(lab: &str) -> PathBuf {
+    Path::new("src")
+        .join(lab.replace('-', "_"))
+        .join("examples")
+}
 
 /// A malformed case file, with everything needed to find the mistake.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,10 +48,7 @@ impl std::error::Error for CaseError {}
 /// each folder in file-name order: the order of the tests in every report. Paths are
 /// relative to `root`, the project's folder.
 pub fn lab_files(root: &Path, lab: &str, hidden: bool) -> Vec<(PathBuf, bool)> {
-    let Some((_, examples)) = LABS.iter().find(|(id, _)| *id == lab) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(PathBuf, bool)> = toml_files(root, Path::new(examples))
+    let mut files: Vec<(PathBuf, bool)> = toml_files(root, &examples_dir(lab))
         .into_iter()
         .map(|p| (p, false))
         .collect();

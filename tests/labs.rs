@@ -1,6 +1,7 @@
 //! The labs are named together in one place, Cargo.toml's `labs` feature (the build
-//! and ./lab test read it through scripts/labs); the registry (`lab.rs`) and the case
-//! folders (`case_files.rs`) must hold exactly those labs, in that order. And a
+//! and ./lab test read it through scripts/labs); the registry (`lab.rs`) must hold
+//! exactly those labs, in that order, and the case folders (found by a lab's id:
+//! `case_files.rs`) exactly those labs' cases. And a
 //! learner function's signature is the starter's wherever a lab writes it.
 
 #[path = "../src/case_files.rs"]
@@ -46,13 +47,34 @@ fn the_registry_and_the_case_folders_hold_the_labs_cargo_lists() {
         registry, labs,
         "src/lab.rs labs() against Cargo.toml's labs feature"
     );
-    let folders: Vec<String> = case_files::LABS
-        .iter()
-        .map(|(id, _)| id.to_string())
+    // Each lab's cases are in its own folders, found by its id alone.
+    let root = std::path::Path::new(".");
+    for lab in &labs {
+        let files = case_files::lab_files(root, lab, true);
+        let examples = files.iter().filter(|(_, hidden)| !hidden).count();
+        assert!(
+            examples > 0,
+            "{lab}: no example case in {}",
+            case_files::examples_dir(lab).display()
+        );
+        assert!(
+            files.len() > examples,
+            "{lab}: no hidden case in hidden-tests/{lab}/"
+        );
+    }
+    // And no case folder belongs to a lab that is not listed.
+    let mut folders: Vec<String> = std::fs::read_dir("hidden-tests")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    folders.sort();
+    let mut listed = labs.clone();
+    listed.sort();
     assert_eq!(
-        folders, labs,
-        "src/case_files.rs LABS against Cargo.toml's labs feature"
+        folders, listed,
+        "hidden-tests/'s folders against Cargo.toml's labs feature"
     );
 }
 

@@ -20,7 +20,7 @@ use std::path::Path;
 mod case_files;
 // build.rs uses all of these; a test that includes this file may use only some.
 #[allow(unused_imports)]
-pub use case_files::{lab_files, read_lab_files, unique_names, CaseError, FileCase, LABS};
+pub use case_files::{examples_dir, lab_files, read_lab_files, unique_names, CaseError, FileCase};
 
 // ---- The file format, as people write it -------------------------------------------
 
