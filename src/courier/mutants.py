@@ -38,8 +38,8 @@ MUTANTS = [
         "replace": [
             (
                 "        db.execute(\n"
-                '            "INSERT OR IGNORE INTO outbox (action_id, idem_key) '
-                'VALUES (?, ?)",\n'
+                '            "INSERT INTO outbox (action_id, idem_key) '
+                'VALUES (?, ?) ON CONFLICT DO NOTHING",\n'
                 "            (action_id, key),\n"
                 "        )\n",
                 "",
@@ -47,8 +47,8 @@ MUTANTS = [
             (
                 "        # The fence: matches only while the claim is still ours.",
                 "        db.execute(\n"
-                '            "INSERT OR IGNORE INTO outbox (action_id, idem_key) '
-                'VALUES (?, ?)",\n'
+                '            "INSERT INTO outbox (action_id, idem_key) '
+                'VALUES (?, ?) ON CONFLICT DO NOTHING",\n'
                 "            (action_id, key),\n"
                 "        )\n"
                 "        db.commit()\n"

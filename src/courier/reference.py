@@ -76,7 +76,7 @@ def write_intent(db, action_id, worker, epoch):
             db.rollback()
             return None
         db.execute(
-            "INSERT OR IGNORE INTO outbox (action_id, idem_key) VALUES (?, ?)",
+            "INSERT INTO outbox (action_id, idem_key) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (action_id, key),
         )
         # A previous owner may have written the intent: its row stands.
@@ -180,7 +180,7 @@ def on_webhook(db, event):
         # The event id goes in with the merge, in the same transaction: a
         # redelivered event finds its id and changes nothing.
         cur = db.execute(
-            "INSERT OR IGNORE INTO webhook_events (event_id) VALUES (?)",
+            "INSERT INTO webhook_events (event_id) VALUES (?) ON CONFLICT DO NOTHING",
             (event.event_id,),
         )
         if cur.rowcount == 0:

@@ -69,7 +69,7 @@ def write_intent(db, action_id, worker, epoch):
     # First draft: no fence, and a fresh key for every owner.
     key = f"action-{action_id}-{epoch}"
     db.execute(
-        "INSERT OR IGNORE INTO outbox (action_id, idem_key) VALUES (?, ?)",
+        "INSERT INTO outbox (action_id, idem_key) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (action_id, key),
     )
     db.commit()
