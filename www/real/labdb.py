@@ -1,0 +1,227 @@
+"""The courier lab's `db` in the real run: a connection to PostgreSQL (psycopg 3)
+that behaves as lab.md promises of `sqlite3.Connection` in its default mode, so
+that one solution file runs in the browser lab and against a real database:
+
+- `?` parameters;
+- `execute` (and `executemany`) return a cursor with `rowcount` (-1 after a
+  SELECT, as sqlite3 gives), `fetchone()`, `fetchall()`, and iteration;
+- a statement that starts with INSERT, UPDATE, DELETE or REPLACE opens a
+  transaction when none is open (sqlite3's own rule), and any other statement
+  outside one runs on its own and opens none; `commit()` and
+  `rollback()` end it (both harmless when none is open); `with db:` commits on
+  success and rolls back on an exception;
+- a statement that fails inside a transaction undoes only itself, as in SQLite
+  (a savepoint around it), so the transaction can go on or be rolled back;
+- errors are sqlite3's classes (`sqlite3.IntegrityError`, `OperationalError`
+  when the server is down or restarting, ...), so `except sqlite3.X` reads the
+  same in both runs. After the server comes back, the next statement reconnects.
+"""
+
+import re
+import sqlite3
+
+import psycopg
+from psycopg import errors as pg_errors
+
+def translate(sql):
+    """sqlite3's `?` placeholders as psycopg's `%s`, outside quotes and comments;
+    every `%` doubled, since psycopg reads `%` anywhere in a query with parameters."""
+    out = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            j = i + 1
+            while j < n:
+                if sql[j] == c:
+                    if j + 1 < n and sql[j + 1] == c:  # '' or "" inside: an escaped quote
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(sql[i:j + 1].replace("%", "%%"))
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif c == "?":
+            out.append("%s")
+            i += 1
+        elif c == "%":
+            out.append("%%")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+# sqlite3's own test (CPython's is_dml_statement): after white space and comments,
+# the statement starts with one of these words. Only then does its default mode
+# open a transaction (a WITH ... UPDATE does not), and only then is rowcount set.
+_DML_START = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?:insert|update|delete|replace)\b",
+                        re.IGNORECASE | re.DOTALL)
+
+
+def is_dml(sql):
+    return _DML_START.match(sql) is not None
+
+
+def _sqlite_error(e):
+    """A psycopg error as the sqlite3 exception a learner's code would see."""
+    if isinstance(e, pg_errors.IntegrityError):
+        cls = sqlite3.IntegrityError
+    elif isinstance(e, (psycopg.OperationalError, pg_errors.AdminShutdown, pg_errors.CrashShutdown,
+                        pg_errors.CannotConnectNow)):
+        cls = sqlite3.OperationalError
+    elif isinstance(e, (pg_errors.SyntaxError, pg_errors.UndefinedTable, pg_errors.UndefinedColumn)):
+        cls = sqlite3.OperationalError  # sqlite3 says "no such table", "syntax error" as these
+    elif isinstance(e, psycopg.ProgrammingError):
+        cls = sqlite3.ProgrammingError
+    elif isinstance(e, psycopg.DataError):
+        cls = sqlite3.DataError
+    else:
+        cls = sqlite3.DatabaseError
+    message = str(e).strip().split("\n")[0] or type(e).__name__
+    return cls(message)
+
+
+class Cursor:
+    """What `execute` returns: the rows it read (all of them, read at once) and the
+    rows it changed."""
+
+    def __init__(self, rows, rowcount):
+        self._rows = rows
+        self._at = 0
+        self.rowcount = rowcount
+
+    def fetchone(self):
+        if self._at >= len(self._rows):
+            return None
+        row = self._rows[self._at]
+        self._at += 1
+        return row
+
+    def fetchall(self):
+        rows = self._rows[self._at:]
+        self._at = len(self._rows)
+        return rows
+
+    def fetchmany(self, size=1):
+        rows = self._rows[self._at:self._at + size]
+        self._at += len(rows)
+        return rows
+
+    def __iter__(self):
+        while (row := self.fetchone()) is not None:
+            yield row
+
+
+class Connection:
+    """See the module's text. `dsn`: where the cluster is (pg.Cluster.dsn)."""
+
+    def __init__(self, dsn, connect_timeout_s=5):
+        self._dsn = dsn
+        self._timeout_s = connect_timeout_s
+        self._conn = None
+        self.in_transaction = False
+
+    def _connection(self):
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = None
+            try:
+                self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout_s)
+            except psycopg.Error as e:
+                raise _sqlite_error(e) from None
+        return self._conn
+
+    def _lost(self):
+        # The server went away (a crash, a restart): the transaction is gone with it.
+        self.in_transaction = False
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+        self._conn = None
+
+    def _run(self, sql, param_sets):
+        if not isinstance(sql, str):
+            raise TypeError(f"execute() argument 1 must be str, not {type(sql).__name__}")
+        conn = self._connection()
+        query = translate(sql)
+        try:
+            dml = is_dml(sql)
+            if dml and not self.in_transaction:
+                conn.execute("BEGIN")
+                self.in_transaction = True
+            rows, count = [], 0
+            with conn.cursor() as cur:
+                if self.in_transaction:
+                    cur.execute("SAVEPOINT lab_statement")
+                try:
+                    for params in param_sets:
+                        cur.execute(query, params)
+                        if cur.description is not None:
+                            rows.extend(cur.fetchall())
+                        count += max(cur.rowcount, 0)
+                except psycopg.Error:
+                    if self.in_transaction and not conn.broken:
+                        cur.execute("ROLLBACK TO SAVEPOINT lab_statement")
+                    raise
+                if self.in_transaction:
+                    cur.execute("RELEASE SAVEPOINT lab_statement")
+            return Cursor(rows, count if dml else -1)
+        except psycopg.Error as e:
+            if conn.broken or isinstance(e, psycopg.OperationalError):
+                self._lost()
+            raise _sqlite_error(e) from None
+
+    def execute(self, sql, parameters=()):
+        return self._run(sql, [tuple(parameters)])
+
+    def executemany(self, sql, seq_of_parameters):
+        return self._run(sql, [tuple(p) for p in seq_of_parameters])
+
+    def commit(self):
+        if not self.in_transaction:
+            return
+        try:
+            self._connection().execute("COMMIT")
+        except psycopg.Error as e:
+            self._lost()
+            raise _sqlite_error(e) from None
+        self.in_transaction = False
+
+    def rollback(self):
+        if not self.in_transaction:
+            return
+        try:
+            self._connection().execute("ROLLBACK")
+        except psycopg.Error:
+            # A server that is gone has rolled the transaction back itself.
+            self._lost()
+        self.in_transaction = False
+
+    def close(self):
+        self.rollback()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+        return False

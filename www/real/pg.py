@@ -1,0 +1,128 @@
+"""A PostgreSQL cluster of the real run's own: made with Debian's server binaries in
+a temporary folder, reached only through a Unix socket there (no TCP port), fsync
+on, crashed on purpose (`crash`: `pg_ctl stop -m immediate`, then `start` runs real
+crash recovery) and gone, folder and processes, when it is closed.
+
+PostgreSQL refuses to run as root: under root the cluster's files and processes
+belong to `nobody` (setpriv), as the grading sandbox's do.
+"""
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+
+# The schema's one place is the lab's own file (src/courier/schema.sql).
+SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "..", "src", "courier", "schema.sql")
+DATABASE = "courier"
+USER = "lab"
+
+
+class PostgresMissing(RuntimeError):
+    """Debian's PostgreSQL server binaries are not installed (./lab installs them)."""
+
+
+def server_bin_dir():
+    """The newest /usr/lib/postgresql/N/bin that holds initdb, pg_ctl and postgres."""
+    found = []
+    for d in glob.glob("/usr/lib/postgresql/*/bin"):
+        if all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")):
+            try:
+                found.append((int(d.split("/")[-2]), d))
+            except ValueError:
+                pass
+    if not found:
+        raise PostgresMissing("PostgreSQL's server binaries were not found under /usr/lib/postgresql "
+                              "(Debian's `postgresql`; ./lab installs it)")
+    return max(found)[1]
+
+
+class Cluster:
+    """One cluster, started by `start()`; `dsn` reaches it while it is up."""
+
+    def __init__(self, parent=None):
+        self.bin = server_bin_dir()
+        self.root = tempfile.mkdtemp(prefix="delivery-lab-pg-", dir=parent)
+        self.data = os.path.join(self.root, "data")
+        self.log = os.path.join(self.root, "server.log")
+        self._as = []
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
+            self._as = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+        os.chmod(self.root, 0o755)
+        self.dsn = f"host={self.root} port=5432 dbname={DATABASE} user={USER}"
+        try:
+            self._run("initdb", "-D", self.data, "-U", USER, "--auth=trust", "-E", "UTF8",
+                      "--no-instructions", "--no-sync")
+            with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
+                conf.write(
+                    "\n# delivery-lab's real run: a socket in the cluster's own folder, no TCP.\n"
+                    f"listen_addresses = ''\nunix_socket_directories = '{self.root}'\n"
+                    "fsync = on\nsynchronous_commit = on\nmax_connections = 50\n"
+                    "shared_buffers = 32MB\nlog_min_messages = warning\n")
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _run(self, tool, *args):
+        r = subprocess.run([*self._as, os.path.join(self.bin, tool), *args],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"{tool} failed ({r.returncode}): {r.stdout[-2000:]}")
+        return r.stdout
+
+    def start(self):
+        """Starts the server and waits until it takes connections (after a crash:
+        once its recovery is done)."""
+        self._run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start")
+
+    def crash(self):
+        """Stops the server the way a power cut would: no checkpoint, every open
+        transaction lost; the next start replays the write-ahead log."""
+        self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+
+    def create_schema(self, connect):
+        """Creates the lab's database and its tables; `connect(dsn)` opens a
+        psycopg connection (given, so that this module needs no psycopg)."""
+        admin = connect(self.dsn.replace(f"dbname={DATABASE}", "dbname=postgres"), autocommit=True)
+        try:
+            admin.execute(f"CREATE DATABASE {DATABASE}")
+        finally:
+            admin.close()
+        conn = connect(self.dsn, autocommit=True)
+        try:
+            with open(SCHEMA_SQL) as f:
+                conn.execute(f.read())
+        finally:
+            conn.close()
+
+    def close(self):
+        """Stops the server (fast, or immediate if that fails) and removes its folder.
+        Ctrl+C or a SIGTERM waits until that is done: a clean-up cut short would
+        leave a server or a folder behind."""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            self._stop_and_remove()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    def _stop_and_remove(self):
+        try:
+            if os.path.exists(os.path.join(self.data, "postmaster.pid")):
+                try:
+                    self._run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", "30", "stop")
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

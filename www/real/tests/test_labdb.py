@@ -1,0 +1,124 @@
+# labdb.Connection against a real PostgreSQL: each promise lab.md makes of `db`
+# (sqlite3.Connection in its default mode), and each difference it hides.
+import os
+import sqlite3
+import subprocess
+
+import pytest
+
+import labdb
+import pg
+
+
+def test_placeholders_become_psycopgs_outside_quotes_and_comments():
+    assert labdb.translate("SELECT ? , '?', \"a?\" -- ?\n/* ? */ ?") == "SELECT %s , '?', \"a?\" -- ?\n/* ? */ %s"
+    assert labdb.translate("SELECT '50%' || ? WHERE x LIKE 'a%'") == "SELECT '50%%' || %s WHERE x LIKE 'a%%'"
+    assert labdb.translate("SELECT 'it''s ?', ?") == "SELECT 'it''s ?', %s"
+    assert labdb.translate("SELECT 5 % 2") == "SELECT 5 %% 2"
+
+
+def test_which_statements_open_a_transaction_is_sqlite3s_rule():
+    for sql in ("INSERT INTO t VALUES (1)", "  update t set x = 1", "-- c\nDELETE FROM t", "/* c */ replace into t values (1)"):
+        assert labdb.is_dml(sql), sql
+    for sql in ("SELECT 1", "WITH x AS (SELECT 1) UPDATE t SET a = 1", "inserted", "BEGIN"):
+        assert not labdb.is_dml(sql), sql
+
+
+def test_a_write_opens_a_transaction_that_commit_ends(db, peek):
+    assert not db.in_transaction
+    cur = db.execute("INSERT INTO stores (store, last_served_ms) VALUES (?, ?)", ("store-001", 5))
+    assert cur.rowcount == 1
+    assert db.in_transaction
+    assert peek("SELECT store FROM stores") == []
+    assert db.execute("SELECT store, last_served_ms FROM stores").fetchall() == [("store-001", 5)]
+    db.commit()
+    assert not db.in_transaction
+    assert peek("SELECT store FROM stores") == [("store-001",)]
+
+
+def test_rollback_undoes_and_both_ends_are_harmless_without_a_transaction(db, peek):
+    db.commit()
+    db.rollback()
+    db.execute("INSERT INTO stores (store) VALUES (?)", ("store-002",))
+    db.rollback()
+    assert peek("SELECT store FROM stores") == []
+    assert db.execute("SELECT COUNT(*) FROM stores").fetchone() == (0,)
+
+
+def test_a_select_outside_a_transaction_opens_none_and_its_rowcount_is_minus_one(db):
+    cur = db.execute("SELECT 1, 'a'")
+    assert cur.rowcount == -1
+    assert not db.in_transaction
+    assert cur.fetchone() == (1, "a")
+    assert cur.fetchone() is None
+    assert list(db.execute("SELECT ? UNION ALL SELECT ?", (1, 2))) == [(1,), (2,)]
+
+
+def test_rowcount_counts_changed_rows_and_on_conflict_do_nothing_changes_none(db):
+    db.executemany("INSERT INTO stores (store) VALUES (?)", [("a",), ("b",), ("c",)])
+    db.commit()
+    assert db.execute("UPDATE stores SET last_served_ms = ? WHERE store <> ?", (9, "a")).rowcount == 2
+    assert db.execute("INSERT INTO stores (store) VALUES (?) ON CONFLICT DO NOTHING", ("a",)).rowcount == 0
+    assert db.execute("INSERT INTO stores (store) VALUES (?) ON CONFLICT DO NOTHING", ("d",)).rowcount == 1
+    db.commit()
+
+
+def test_errors_are_sqlite3s_and_a_failed_statement_undoes_only_itself(db, peek):
+    db.execute("INSERT INTO webhook_events (event_id) VALUES (?)", ("e1",))
+    with pytest.raises(sqlite3.IntegrityError):
+        db.execute("INSERT INTO webhook_events (event_id) VALUES (?)", ("e1",))
+    # As in SQLite, the transaction goes on: the first row is still in it.
+    assert db.in_transaction
+    db.execute("INSERT INTO webhook_events (event_id) VALUES (?)", ("e2",))
+    db.commit()
+    assert peek("SELECT event_id FROM webhook_events ORDER BY 1") == [("e1",), ("e2",)]
+    with pytest.raises(sqlite3.OperationalError):
+        db.execute("SELECT nope FROM webhook_events")
+    with pytest.raises(TypeError):
+        db.execute(42)
+
+
+def test_with_db_commits_on_success_and_rolls_back_on_an_exception(db, peek):
+    with db:
+        db.execute("INSERT INTO stores (store) VALUES (?)", ("kept",))
+    with pytest.raises(ZeroDivisionError):
+        with db:
+            db.execute("INSERT INTO stores (store) VALUES (?)", ("lost",))
+            1 / 0
+    assert peek("SELECT store FROM stores") == [("kept",)]
+
+
+def test_a_crash_loses_the_open_transaction_and_the_next_statement_reconnects(cluster, db, peek):
+    db.execute("INSERT INTO stores (store) VALUES (?)", ("committed",))
+    db.commit()
+    db.execute("INSERT INTO stores (store) VALUES (?)", ("in-flight",))
+    cluster.crash()
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            db.execute("INSERT INTO stores (store) VALUES (?)", ("while-down",))
+        assert not db.in_transaction
+        with pytest.raises(sqlite3.OperationalError):
+            db.execute("SELECT 1")
+    finally:
+        cluster.start()  # crash recovery replays the log
+    assert db.execute("SELECT store FROM stores ORDER BY 1").fetchall() == [("committed",)]
+    assert peek("SELECT store FROM stores") == [("committed",)]
+
+
+def test_sqlite_only_sql_fails_on_postgresql_with_sqlite3s_error(db):
+    # Why the lab's SQL is the kind both databases run: INSERT OR IGNORE is SQLite's.
+    with pytest.raises(sqlite3.OperationalError, match="syntax error"):
+        db.execute("INSERT OR IGNORE INTO webhook_events (event_id) VALUES (?)", ("e",))
+    db.rollback()
+
+
+def test_a_closed_cluster_leaves_no_server_and_no_folder():
+    with pg.Cluster() as c:
+        c.start()
+        c.crash()
+        c.start()  # crash recovery
+        root = c.root
+        assert os.path.exists(os.path.join(c.data, "postmaster.pid"))
+    assert not os.path.exists(root)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert root not in ps
