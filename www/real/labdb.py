@@ -23,44 +23,15 @@ import sqlite3
 import psycopg
 from psycopg import errors as pg_errors
 
+# What translate() looks at: a quoted string or identifier ('' and "" inside are
+# escaped quotes; an unterminated one runs to the end), a comment, a `?`, a `%`.
+_TOKENS = re.compile(r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|--[^\n]*|/\*.*?(?:\*/|$)|[?%]""", re.DOTALL)
+
+
 def translate(sql):
     """sqlite3's `?` placeholders as psycopg's `%s`, outside quotes and comments;
     every `%` doubled, since psycopg reads `%` anywhere in a query with parameters."""
-    out = []
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"":
-            j = i + 1
-            while j < n:
-                if sql[j] == c:
-                    if j + 1 < n and sql[j + 1] == c:  # '' or "" inside: an escaped quote
-                        j += 2
-                        continue
-                    break
-                j += 1
-            out.append(sql[i:j + 1].replace("%", "%%"))
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(sql[i:j].replace("%", "%%"))
-            i = j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(sql[i:j].replace("%", "%%"))
-            i = j
-        elif c == "?":
-            out.append("%s")
-            i += 1
-        elif c == "%":
-            out.append("%%")
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return _TOKENS.sub(lambda m: "%s" if m.group() == "?" else m.group().replace("%", "%%"), sql)
 
 
 # sqlite3's own test (CPython's is_dml_statement): after white space and comments,
@@ -78,8 +49,7 @@ def _sqlite_error(e):
     """A psycopg error as the sqlite3 exception a learner's code would see."""
     if isinstance(e, pg_errors.IntegrityError):
         cls = sqlite3.IntegrityError
-    elif isinstance(e, (psycopg.OperationalError, pg_errors.AdminShutdown, pg_errors.CrashShutdown,
-                        pg_errors.CannotConnectNow)):
+    elif isinstance(e, psycopg.OperationalError):  # a server down or restarting among them
         cls = sqlite3.OperationalError
     elif isinstance(e, (pg_errors.SyntaxError, pg_errors.UndefinedTable, pg_errors.UndefinedColumn)):
         cls = sqlite3.OperationalError  # sqlite3 says "no such table", "syntax error" as these
@@ -190,11 +160,13 @@ class Connection:
     def executemany(self, sql, seq_of_parameters):
         return self._run(sql, [tuple(p) for p in seq_of_parameters])
 
+    # Both end the transaction on the connection that holds it (it is open while
+    # in_transaction is: a lost connection clears both), never on a new one.
     def commit(self):
         if not self.in_transaction:
             return
         try:
-            self._connection().execute("COMMIT")
+            self._conn.execute("COMMIT")
         except psycopg.Error as e:
             self._lost()
             raise _sqlite_error(e) from None
@@ -204,7 +176,7 @@ class Connection:
         if not self.in_transaction:
             return
         try:
-            self._connection().execute("ROLLBACK")
+            self._conn.execute("ROLLBACK")
         except psycopg.Error:
             # A server that is gone has rolled the transaction back itself.
             self._lost()

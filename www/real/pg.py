@@ -15,6 +15,8 @@ import signal
 import subprocess
 import tempfile
 
+import psycopg
+
 # The schema's one place is the lab's own file (src/courier/schema.sql).
 SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "..", "src", "courier", "schema.sql")
 DATABASE = "courier"
@@ -86,20 +88,12 @@ class Cluster:
         transaction lost; the next start replays the write-ahead log."""
         self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
 
-    def create_schema(self, connect):
-        """Creates the lab's database and its tables; `connect(dsn)` opens a
-        psycopg connection (given, so that this module needs no psycopg)."""
-        admin = connect(self.dsn.replace(f"dbname={DATABASE}", "dbname=postgres"), autocommit=True)
-        try:
+    def create_schema(self):
+        """Creates the lab's database and its tables."""
+        with psycopg.connect(self.dsn.replace(f"dbname={DATABASE}", "dbname=postgres"), autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {DATABASE}")
-        finally:
-            admin.close()
-        conn = connect(self.dsn, autocommit=True)
-        try:
-            with open(SCHEMA_SQL) as f:
-                conn.execute(f.read())
-        finally:
-            conn.close()
+        with psycopg.connect(self.dsn, autocommit=True) as conn, open(SCHEMA_SQL) as schema:
+            conn.execute(schema.read())
 
     def close(self):
         """Stops the server (fast, or immediate if that fails) and removes its folder.

@@ -14,13 +14,13 @@ noProcessLeftAfterTests();
 
 const FAKE = fileURLToPath(new URL('../fixtures/fake_sandbox.mjs', import.meta.url));
 
-// behaviour -> [status, what the message says, lab] (byte-flood has a test of its own)
 // The clock's factor in the first test: wider than the CLI's WALL_FACTOR, because the
 // busy sandboxes there share the two cores with the other test file ./lab test runs
 // beside this one; at 3 (the default) a busy one that got less than a third of a core
 // was ended by the clock, not by its CPU, and the count of stops below was off.
 const WALL = 8;
 
+// behaviour -> [status, what the message says, lab] (byte-flood has a test of its own)
 const CASES = {
   'garbage': ['error', `${INTERFERED}: it sent a frame of 4022250974 bytes`],
   'huge-length': ['error', `${INTERFERED}: it sent a frame of 2147483647 bytes`],

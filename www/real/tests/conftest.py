@@ -23,15 +23,14 @@ signal.signal(signal.SIGTERM, lambda *_: pytest.exit("stopped by SIGTERM", retur
 def cluster():
     with pg.Cluster() as c:
         c.start()
-        c.create_schema(psycopg.connect)
+        c.create_schema()
         yield c
 
 
 @pytest.fixture()
 def db(cluster):
-    admin = psycopg.connect(cluster.dsn, autocommit=True)
-    admin.execute("TRUNCATE actions, stores, outbox, webhook_events")
-    admin.close()
+    with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+        admin.execute("TRUNCATE actions, stores, outbox, webhook_events")
     conn = labdb.Connection(cluster.dsn)
     yield conn
     conn.close()
