@@ -56,10 +56,11 @@ for (const jobs of [1, 2]) {
   const startMs = performance.now() - t;
   t = performance.now();
   const cpu0 = process.cpuUsage();
+  const spawner0 = pool.spawnerCpuMs();
   const lines = await Promise.all(subs.map(([, source]) => pool.grade({ source }).then((s) => JSON.parse(s))));
   const wall = (performance.now() - t) / 1000;
   const cpu = process.cpuUsage(cpu0);
-  const coordCpu = (cpu.user + cpu.system) / 1e6;
+  const coordCpu = (cpu.user + cpu.system) / 1e6 + (pool.spawnerCpuMs() - spawner0) / 1000;
   clearInterval(sampler);
   await pool.close();
   const lat = lines.filter((l) => l.duration_ms > 0).map((l) => l.duration_ms);

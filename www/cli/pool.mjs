@@ -12,20 +12,23 @@
 //   const line = await pool.grade({ lab, source, seed, format: 'json', signal });   // lab: an id, or the first
 //   await pool.close();
 import { spawn, spawnSync } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import readline from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
-import { ENDED, JOB, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
+import { ENDED, JOB } from './frames.mjs';
 import { jailCommand, jailProblem } from './jail.mjs';
-import { descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
+import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { firstLab } from '../src/engine.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
+const SPAWNER = fileURLToPath(new URL('spawner.mjs', import.meta.url));
 const THREAD = new URL('grader_thread.mjs', import.meta.url);
 const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
 const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for Node itself
@@ -112,46 +115,155 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
   return jailed ? jailCommand(argv, reads) : { cmd: argv[0], args: argv.slice(1) };
 }
 
-// FIFOs made this many at a time: each mkfifo is a process, and the coordinator's
-// fork of it cost about 28 ms of its main thread per sandbox (a CPU profile of
-// bench.mjs); one for several sandboxes costs the same once.
+// FIFO pairs the spawner makes ahead, this many at a time: each mkfifo is a process.
 const FIFO_BATCH = 8;
 
-/**
- * Two pipes of a sandbox's own, from FIFOs made FIFO_BATCH pairs at a time in a
- * private folder under `dir` (0700, removed with it), each opened and unlinked at
- * once (the fds stay). Blocking fds on both sides: see frames.mjs.
- */
-function pipeMaker(dir) {
-  const stock = [];
-  function refill() {
-    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
-    const pairs = Array.from({ length: FIFO_BATCH }, (_, i) => [path.join(batch, `${i}-down`), path.join(batch, `${i}-up`)]);
-    const r = spawnSync('mkfifo', ['-m', '600', ...pairs.flat()]);
-    if (r.status !== 0) throw new Error(`mkfifo failed: ${String(r.stderr || r.error)}`);
-    stock.push(...pairs);
+/** A sandbox process as the pool sees it: started by the spawner, known by its pid
+ *  once the spawner has told it (a kill asked for before then waits for the pid). */
+class Sandboxed extends EventEmitter {
+  pid = undefined;
+  exitCode = null;
+  signalCode = null;
+  pendingKill = null;
+  stderr = new EventEmitter();
+  kill(signal) {
+    if (this.pid === undefined) this.pendingKill = signal;
+    else try { process.kill(this.pid, signal); } catch { /* gone */ }
   }
-  return function pipes() {
-    if (!stock.length) refill();
-    const [down, up] = stock.shift();
+}
+
+/**
+ * The spawner (spawner.mjs), and the pipes of each sandbox it starts: two FIFOs of
+ * the sandbox's own, made ahead in private folders under `dir` (removed with it),
+ * each opened by the coordinator and by the spawner for the child, and unlinked at
+ * once (the fds stay). Blocking fds on both sides: see frames.mjs.
+ * Returns { ready, start(cmd, args) -> { child, fdIn, fdOut }, cpuMs(), close() }.
+ */
+function spawnerOf(dir) {
+  let proc = null;
+  let closing = false;
+  let nextId = 1;
+  const children = new Map();
+  const waits = new Map();
+  const stock = [];
+  let refilling = null;
+
+  function launch() {
+    const p = spawn(process.execPath, ['--no-warnings', SPAWNER], { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
+    proc = p;
+    p.stdin.on('error', () => {});
+    readline.createInterface({ input: p.stdout }).on('line', (line) => {
+      let m;
+      try { m = JSON.parse(line); } catch { return; }
+      if (m.t === 'fifos') waits.get(m.id)?.(m);
+      const child = children.get(m.id);
+      if (!child) return;
+      if (m.t === 'spawned') {
+        child.pid = m.pid;
+        child.onSpawned?.();
+        if (child.pendingKill) child.kill(child.pendingKill);
+      } else if (m.t === 'failed') {
+        child.onSpawned?.();
+        child.emit('error', new Error(m.error));
+        gone(m.id, null, 'SIGKILL');
+      } else if (m.t === 'stderr') child.stderr.emit('data', Buffer.from(String(m.data)));
+      else if (m.t === 'exit') gone(m.id, m.code, m.signal);
+    });
+    p.on('exit', () => {
+      if (proc === p) proc = null;
+      for (const w of waits.values()) w({ error: 'the spawner ended' });
+      // Its sandboxes go with it (--die-with-parent); made sure of, and told.
+      const orphans = [...children];
+      for (const [, child] of orphans) killTree(child);
+      for (const [id, child] of orphans) {
+        child.onSpawned?.();
+        gone(id, null, 'SIGKILL');
+      }
+    });
+  }
+  function gone(id, code, signal) {
+    const child = children.get(id);
+    if (!child) return;
+    children.delete(id);
+    child.exitCode = code;
+    child.signalCode = code === null ? (signal || 'SIGKILL') : null;
+    child.emit('exit', child.exitCode, child.signalCode);
+  }
+  const send = (m) => {
+    if (closing) throw new Error('the grading pool is closed');
+    if (!proc) launch();
+    proc.stdin.write(`${JSON.stringify(m)}\n`);
+  };
+
+  function refill() {
+    if (refilling) return refilling;
+    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
+    const pairs = Array.from({ length: FIFO_BATCH }, (_, i) => [`${i}-down`, `${i}-up`]);
+    const id = nextId++;
+    refilling = new Promise((resolve) => {
+      waits.set(id, (m) => {
+        waits.delete(id);
+        refilling = null;
+        if (!m.error) stock.push(...pairs.map(([d, u]) => [path.join(batch, d), path.join(batch, u)]));
+        resolve();
+      });
+    });
+    send({ t: 'fifos', id, dir: batch, names: pairs.flat() });
+    return refilling;
+  }
+  /** A FIFO pair; made here, at a fork's cost, only if the spawner has none ready. */
+  function pair() {
+    if (stock.length <= FIFO_BATCH / 2) refill();
+    if (stock.length) return stock.shift();
+    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
+    const fifos = [path.join(batch, 'down'), path.join(batch, 'up')];
+    const r = spawnSync('mkfifo', ['-m', '600', ...fifos]);
+    if (r.status !== 0) throw new Error(`mkfifo failed: ${String(r.stderr || r.error)}`);
+    return fifos;
+  }
+
+  function start(cmd, args) {
+    const [down, up] = pair();
+    const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
+    const child = new Sandboxed();
+    const id = nextId++;
+    let fdIn; let fdOut; let hold;
     try {
-      const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
-      // A FIFO's read end opens at once while a writer exists (and the write end
-      // while a reader does): a temporary read-write fd provides one, then goes.
-      const open2 = (fifo, first, second) => {
-        const tmp = fs.openSync(fifo, O_RDWR);
-        const a = fs.openSync(fifo, first);
-        const b = fs.openSync(fifo, second);
-        fs.closeSync(tmp);
-        return [a, b];
-      };
-      const [childIn, coordOut] = open2(down, O_RDONLY, O_WRONLY);
-      const [coordIn, childOut] = open2(up, O_RDONLY, O_WRONLY);
-      return { childIn, childOut, coordIn, coordOut };
-    } finally {
+      // A FIFO's write end opens at once while a reader exists: a temporary one.
+      const tmp = fs.openSync(down, O_RDWR);
+      fdOut = fs.openSync(down, O_WRONLY);
+      fs.closeSync(tmp);
+      // `hold`, a writer of `up` until the child has its own end, so that a read of
+      // fdIn waits for the child instead of seeing the end of the pipe.
+      hold = fs.openSync(up, O_RDWR);
+      fdIn = fs.openSync(up, O_RDONLY);
+    } catch (e) {
+      for (const fd of [fdIn, fdOut, hold]) if (fd !== undefined) closeFd(fd);
       fs.rmSync(down, { force: true });
       fs.rmSync(up, { force: true });
+      throw e;
     }
+    child.onSpawned = () => { child.onSpawned = null; closeFd(hold); };
+    children.set(id, child);
+    send({ t: 'spawn', id, cmd, args, down, up });
+    return { child, fdIn, fdOut };
+  }
+
+  return {
+    ready: refill(),
+    start,
+    /** The spawner's own CPU so far, in ms (not its children's). */
+    cpuMs: () => (proc ? cpuMsOf(proc.pid) : 0),
+    close() {
+      closing = true;
+      const p = proc;
+      if (!p) return Promise.resolve();
+      return new Promise((resolve) => {
+        const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+        p.on('exit', () => { clearTimeout(t); resolve(); });
+        p.stdin.end();
+      });
+    },
   };
 }
 
@@ -236,7 +348,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let grader = null;
   const labCache = new Map();
   // stoppedByCpu / stoppedByClock: runs ended at the limit, and which stop ended them.
-  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0 };
+  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0, spawnerCpuMs: 0 };
 
   const problem = sandbox ? jailProblem() : '';
   if (problem) {
@@ -247,7 +359,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
-  const pipes = pipeMaker(tmp);
+  const spawner = spawnerOf(tmp);
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
   const codeCacheFile = path.join(tmp, 'pyodide.code-cache');
   const sharedCores = jobs > 1;
@@ -298,23 +410,23 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let nextSid = 1;
   function spawnSandbox(slot) {
     stats.spawned++;
-    const fds = pipes();
-    const stdio = ['ignore', 'ignore', 'pipe'];
-    stdio[SANDBOX_IN_FD] = fds.childIn;
-    stdio[SANDBOX_OUT_FD] = fds.childOut;
-    let child;
-    try {
-      // detached: a process group of its own, which the pool kills whole.
-      child = spawn(command.cmd, command.args, { stdio, env: {}, cwd: '/', detached: true });
-    } finally {
-      closeFd(fds.childIn);
-      closeFd(fds.childOut);
-    }
-    const sb = { sid: nextSid++, child, fdIn: fds.coordIn, fdOut: fds.coordOut, ready: false, stderr: '', bootCpuMs: 0 };
+    const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args);
+    const sb = { sid: nextSid++, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
     live.add(child);
     child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });
     child.on('error', (e) => { sb.stderr += String(e); });
-    child.on('exit', () => { live.delete(child); sb.exited = true; });
+    child.on('exit', () => {
+      live.delete(child);
+      sb.exited = true;
+      // A ready spare that died while it waited (the spawner gone, say) is replaced
+      // now, not handed a submission. Not one the thread is still reading: that one
+      // reports itself as not ready.
+      if (slot.spare === sb && sb.ready && !slot.job && !closed) {
+        slot.spare = null;
+        discard(sb);
+        spawnSandbox(slot);
+      }
+    });
     slot.spare = sb;
     if (!slot.job) awaitSpare(slot);
     return sb;
@@ -503,7 +615,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   let nextId = 1;
   const ready = (async () => {
-    const [pkg] = await Promise.all([loadGrader(), makeSnapshot()]);
+    const [pkg] = await Promise.all([loadGrader(), makeSnapshot(), spawner.ready]);
     grader = new pkg.Grader();
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0 };
@@ -569,6 +681,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       return reportsFor({ lab, seed, formats }, 'error_report', message, 0);
     },
     queued: () => queue.length + slots.filter((s) => s.job).length,
+    /** The spawner's CPU so far, in ms: the coordinator's share that is not its own process's. */
+    spawnerCpuMs: () => spawner.cpuMs(),
     async close() {
       closed = true;
       for (const job of queue.splice(0)) job.reject(new Error('the grading pool was closed'));
@@ -583,6 +697,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         if (slot.spare) { discard(slot.spare); slot.spare = null; }
         if (slot.job) { discard(slot.job.sandbox); slot.job.reject(new Error('the grading pool was closed')); slot.job = null; }
       }
+      stats.spawnerCpuMs = spawner.cpuMs();
+      await spawner.close();
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };

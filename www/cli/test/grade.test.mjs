@@ -23,6 +23,16 @@ const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-test-'));
 fs.chmodSync(TMP, 0o755); // the sandbox probe runs as nobody
 const LIMIT = { timeout: 150_000 };
 
+/** The pid of this process's child running spawner.mjs (the pool's spawner). */
+function spawnerPid() {
+  const kids = fs.readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  const pid = kids.map(Number).find((k) => {
+    try { return fs.readFileSync(`/proc/${k}/cmdline`, 'utf8').includes('spawner.mjs'); } catch { return false; }
+  });
+  assert.ok(pid, 'the pool has a spawner process');
+  return pid;
+}
+
 let REFERENCE, STARTER, lab;
 
 /** Runs grade.mjs (`prefix`: a command to run it under); resolves to { code, stdout, stderr }. */
@@ -357,11 +367,13 @@ test('no signal leaves a sandbox: a process of the same user outside, and a sibl
   // as root), whose pid the submission is given.
   const asSandboxUser = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
   const sentinel = spawn(asSandboxUser[0] ?? 'sleep', [...asSandboxUser.slice(1), ...(asSandboxUser.length ? ['sleep'] : []), '120'], { stdio: 'ignore' });
-  const killer = fs.readFileSync(path.join(HOSTILE, 'js_kill_everything.py'), 'utf8')
-    .replace('list(range(4096, 2, -1))', `[${sentinel.pid}, ${process.pid}, ${process.ppid}] + list(range(4096, 2, -1))`);
+  let killer = fs.readFileSync(path.join(HOSTILE, 'js_kill_everything.py'), 'utf8')
+    .replace('list(range(4096, 2, -1))', '[SENTINELS] + list(range(4096, 2, -1))');
   const pool = createGradingPool({ jobs: 2 });
   try {
     await pool.ready;
+    const spawner = spawnerPid();
+    killer = killer.replace('SENTINELS', `${sentinel.pid}, ${spawner}, ${process.pid}, ${process.ppid}`);
     const [k, sibling] = await Promise.all([
       pool.grade({ source: killer }).then(JSON.parse),
       pool.grade({ source: REFERENCE }).then(JSON.parse),
@@ -372,10 +384,59 @@ test('no signal leaves a sandbox: a process of the same user outside, and a sibl
     assert.equal(sentinel.exitCode, null, 'the sentinel was killed');
     assert.equal(sentinel.signalCode, null, 'the sentinel was killed');
     assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal(spawnerPid(), spawner, 'the spawner was killed');
   } finally {
     sentinel.kill('SIGKILL');
     await pool.close();
   }
+});
+
+test('the spawner killed: its sandboxes go with it, the pool starts another and grades on', LIMIT, async () => {
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const first = spawnerPid();
+    const spare = fs.readFileSync(`/proc/${first}/task/${first}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    assert.equal(spare.length, 1, 'one spare sandbox, started by the spawner');
+    process.kill(first, 'SIGKILL');
+    // The spare dies with its parent (--die-with-parent), and is replaced.
+    for (let i = 0; i < 100 && fs.existsSync(`/proc/${spare[0]}/stat`) && !fs.readFileSync(`/proc/${spare[0]}/stat`, 'utf8').includes(') Z'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(!fs.existsSync(`/proc/${spare[0]}/cmdline`) || fs.readFileSync(`/proc/${spare[0]}/cmdline`, 'utf8') === '', 'the spare outlived its spawner');
+    await new Promise((r) => setTimeout(r, 200));
+    const line = JSON.parse(await pool.grade({ source: REFERENCE }));
+    assert.equal(line.status, 'pass', allMessages(line).slice(0, 300));
+    assert.notEqual(spawnerPid(), first);
+    assert.ok(pool.stats.spawned >= 2);
+  } finally {
+    await pool.close();
+  }
+});
+
+test('the coordinator killed: its spawner and every sandbox end with it', LIMIT, async () => {
+  const file = write(path.join(TMP, 'killed-coordinator'), 'loop.py', fs.readFileSync(path.join(HOSTILE, 'loop_in_function.py'), 'utf8'));
+  const cli = spawn(process.execPath, [GRADE, file], { stdio: 'ignore' });
+  const alive = (pid) => {
+    try { return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+  };
+  const { descendants } = await import('../procfs.mjs');
+  const isSandbox = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('sandbox.mjs'); } catch { return false; } };
+  let tree = [];
+  // Until the loop runs in a sandbox and the next one is started ahead: two sandboxes.
+  for (let i = 0; i < 600 && tree.filter(isSandbox).length < 2; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    tree = descendants(cli.pid);
+  }
+  assert.ok(tree.filter(isSandbox).length >= 2, `no running sandboxes under the CLI: ${tree}`);
+  assert.ok(tree.some((pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('spawner.mjs'); } catch { return false; } }));
+  cli.kill('SIGKILL');
+  let left = tree;
+  for (let i = 0; i < 100 && left.length; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = tree.filter(alive);
+  }
+  assert.deepEqual(left, [], 'processes of a killed coordinator still running');
 });
 
 test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT, async () => {

@@ -1,0 +1,74 @@
+// The pool's spawner: a small trusted process that starts every sandbox, so that
+// the coordinator never forks itself. A fork copies the forking process's page
+// tables and mappings, and the coordinator is large (the grader and an interpreter
+// in every grading thread): measured with a CPU profile of bench.mjs, its main
+// thread spent about 22 ms in child_process.spawn per sandbox and 25 ms per mkfifo
+// batch; this process is a few tens of MB and forks in a few ms.
+//
+// It runs no learner code and reads nothing a sandbox writes except its stderr,
+// which it caps and passes on as text. Its protocol is one JSON object per line,
+// both ways, with the coordinator only (stdin and stdout; pool.mjs):
+//   -> {t:'fifos', id, dir, names}           make these FIFOs (mode 0600) in dir
+//   <- {t:'fifos', id, error?}
+//   -> {t:'spawn', id, cmd, args, down, up}  open the child's ends of the two FIFOs
+//                                            (the coordinator holds the other ends),
+//                                            start cmd with them as fds 3 and 4
+//   <- {t:'spawned', id, pid} | {t:'failed', id, error}
+//   <- {t:'stderr', id, data}                the child's stderr, at most STDERR_CAP
+//   <- {t:'exit', id, code, signal}
+// When its stdin ends (the coordinator exited or was killed) it exits, and each
+// sandbox goes with it (bubblewrap's --die-with-parent: this is their parent).
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import readline from 'node:readline';
+import { SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
+
+const STDERR_CAP = 8000;
+
+const say = (m) => process.stdout.write(`${JSON.stringify(m)}\n`);
+const closeFd = (fd) => { try { fs.closeSync(fd); } catch { /* closed */ } };
+
+function makeFifos({ id, dir, names }) {
+  const r = spawnSync('mkfifo', ['-m', '600', ...names.map((n) => `${dir}/${n}`)], { encoding: 'utf8' });
+  say(r.status === 0 ? { t: 'fifos', id } : { t: 'fifos', id, error: `mkfifo failed: ${String(r.stderr || r.error).slice(0, 500)}` });
+}
+
+function start({ id, cmd, args, down, up }) {
+  const fds = [];
+  let child;
+  try {
+    // Neither open waits: the coordinator already holds the write end of `down`
+    // and the read end of `up`.
+    fds.push(fs.openSync(down, fs.constants.O_RDONLY), fs.openSync(up, fs.constants.O_WRONLY));
+    const stdio = ['ignore', 'ignore', 'pipe'];
+    stdio[SANDBOX_IN_FD] = fds[0];
+    stdio[SANDBOX_OUT_FD] = fds[1];
+    // detached: a process group of its own, which the pool kills whole.
+    child = spawn(cmd, args, { stdio, env: {}, cwd: '/', detached: true });
+  } catch (e) {
+    say({ t: 'failed', id, error: String(e.message || e).slice(0, 500) });
+    return;
+  } finally {
+    fds.forEach(closeFd);
+    for (const f of [down, up]) fs.rmSync(f, { force: true });
+  }
+  let told = 0;
+  child.stderr.on('data', (d) => {
+    if (told >= STDERR_CAP) return;
+    const data = d.toString('utf8', 0, Math.min(d.length, STDERR_CAP - told));
+    told += data.length;
+    say({ t: 'stderr', id, data });
+  });
+  child.on('error', (e) => say({ t: 'failed', id, error: String(e.message || e).slice(0, 500) }));
+  child.on('exit', (code, signal) => say({ t: 'exit', id, code, signal }));
+  if (child.pid !== undefined) say({ t: 'spawned', id, pid: child.pid });
+}
+
+const lines = readline.createInterface({ input: process.stdin });
+lines.on('line', (line) => {
+  let m;
+  try { m = JSON.parse(line); } catch { return; }
+  if (m.t === 'fifos') makeFifos(m);
+  else if (m.t === 'spawn') start(m);
+});
+lines.on('close', () => process.exit(0));
