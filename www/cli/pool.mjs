@@ -348,7 +348,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let grader = null;
   const labCache = new Map();
   // stoppedByCpu / stoppedByClock: runs ended at the limit, and which stop ended them.
-  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0, spawnerCpuMs: 0 };
+  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0 };
 
   const problem = sandbox ? jailProblem() : '';
   if (problem) {
@@ -697,7 +697,6 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         if (slot.spare) { discard(slot.spare); slot.spare = null; }
         if (slot.job) { discard(slot.job.sandbox); slot.job.reject(new Error('the grading pool was closed')); slot.job = null; }
       }
-      stats.spawnerCpuMs = spawner.cpuMs();
       await spawner.close();
       fs.rmSync(tmp, { recursive: true, force: true });
     },

@@ -14,7 +14,7 @@
 //                                            (the coordinator holds the other ends),
 //                                            start cmd with them as fds 3 and 4
 //   <- {t:'spawned', id, pid} | {t:'failed', id, error}
-//   <- {t:'stderr', id, data}                the child's stderr, at most STDERR_CAP
+//   <- {t:'stderr', id, data}                the child's stderr, at most STDERR_CAP bytes
 //   <- {t:'exit', id, code, signal}
 // When its stdin ends (the coordinator exited or was killed) it exits, and each
 // sandbox goes with it (bubblewrap's --die-with-parent: this is their parent).
@@ -54,12 +54,14 @@ function start({ id, cmd, args, down, up }) {
   }
   let told = 0;
   child.stderr.on('data', (d) => {
-    if (told >= STDERR_CAP) return;
-    const data = d.toString('utf8', 0, Math.min(d.length, STDERR_CAP - told));
-    told += data.length;
-    say({ t: 'stderr', id, data });
+    const n = Math.min(d.length, STDERR_CAP - told);
+    if (n <= 0) return;
+    told += n;
+    say({ t: 'stderr', id, data: d.toString('utf8', 0, n) });
   });
-  child.on('error', (e) => say({ t: 'failed', id, error: String(e.message || e).slice(0, 500) }));
+  // Without a pid the process never started (its program missing, say); no kill or
+  // message is ever sent to a started one, the other causes of 'error'.
+  child.on('error', (e) => { if (child.pid === undefined) say({ t: 'failed', id, error: String(e.message || e).slice(0, 500) }); });
   child.on('exit', (code, signal) => say({ t: 'exit', id, code, signal }));
   if (child.pid !== undefined) say({ t: 'spawned', id, pid: child.pid });
 }

@@ -13,6 +13,7 @@ import { loadGrader } from '../../src/node_host.mjs';
 import { createGradingPool, LINE_CAP_BYTES, sandboxCommand } from '../pool.mjs';
 import { jailCommand, RLIMITS } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+import { descendants } from '../procfs.mjs';
 
 noProcessLeftAfterTests();
 
@@ -23,12 +24,26 @@ const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-test-'));
 fs.chmodSync(TMP, 0o755); // the sandbox probe runs as nobody
 const LIMIT = { timeout: 150_000 };
 
-/** The pid of this process's child running spawner.mjs (the pool's spawner). */
+/** Whether `pid` runs `script` (a word of its command line). */
+const runs = (pid, script) => {
+  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(script); } catch { return false; }
+};
+/** Whether `pid` is a process still running (not gone, not a zombie). */
+const alive = (pid) => {
+  try { return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+};
+/** The pids of `pids` still alive after up to 10 s of waiting for them to end. */
+async function leftOf(pids) {
+  let left = pids.filter(alive);
+  for (let i = 0; i < 100 && left.length; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = left.filter(alive);
+  }
+  return left;
+}
+/** The pid of the pool's spawner under this process. */
 function spawnerPid() {
-  const kids = fs.readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-  const pid = kids.map(Number).find((k) => {
-    try { return fs.readFileSync(`/proc/${k}/cmdline`, 'utf8').includes('spawner.mjs'); } catch { return false; }
-  });
+  const pid = descendants(process.pid).find((p) => runs(p, 'spawner.mjs'));
   assert.ok(pid, 'the pool has a spawner process');
   return pid;
 }
@@ -396,14 +411,13 @@ test('the spawner killed: its sandboxes go with it, the pool starts another and 
   try {
     await pool.ready;
     const first = spawnerPid();
-    const spare = fs.readFileSync(`/proc/${first}/task/${first}/children`, 'utf8').trim().split(/\s+/).map(Number);
-    assert.equal(spare.length, 1, 'one spare sandbox, started by the spawner');
+    const spare = descendants(first);
+    const direct = fs.readFileSync(`/proc/${first}/task/${first}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    assert.equal(direct.length, 1, 'one spare sandbox, started by the spawner');
+    assert.ok(spare.some((p) => runs(p, 'sandbox.mjs')), 'the spawner\'s child is a sandbox');
     process.kill(first, 'SIGKILL');
     // The spare dies with its parent (--die-with-parent), and is replaced.
-    for (let i = 0; i < 100 && fs.existsSync(`/proc/${spare[0]}/stat`) && !fs.readFileSync(`/proc/${spare[0]}/stat`, 'utf8').includes(') Z'); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.ok(!fs.existsSync(`/proc/${spare[0]}/cmdline`) || fs.readFileSync(`/proc/${spare[0]}/cmdline`, 'utf8') === '', 'the spare outlived its spawner');
+    assert.deepEqual(await leftOf(spare), [], 'the spare outlived its spawner');
     await new Promise((r) => setTimeout(r, 200));
     const line = JSON.parse(await pool.grade({ source: REFERENCE }));
     assert.equal(line.status, 'pass', allMessages(line).slice(0, 300));
@@ -417,11 +431,7 @@ test('the spawner killed: its sandboxes go with it, the pool starts another and 
 test('the coordinator killed: its spawner and every sandbox end with it', LIMIT, async () => {
   const file = write(path.join(TMP, 'killed-coordinator'), 'loop.py', fs.readFileSync(path.join(HOSTILE, 'loop_in_function.py'), 'utf8'));
   const cli = spawn(process.execPath, [GRADE, file], { stdio: 'ignore' });
-  const alive = (pid) => {
-    try { return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
-  };
-  const { descendants } = await import('../procfs.mjs');
-  const isSandbox = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('sandbox.mjs'); } catch { return false; } };
+  const isSandbox = (pid) => runs(pid, 'sandbox.mjs');
   let tree = [];
   // Until the loop runs in a sandbox and the next one is started ahead: two sandboxes.
   for (let i = 0; i < 600 && tree.filter(isSandbox).length < 2; i++) {
@@ -429,14 +439,9 @@ test('the coordinator killed: its spawner and every sandbox end with it', LIMIT,
     tree = descendants(cli.pid);
   }
   assert.ok(tree.filter(isSandbox).length >= 2, `no running sandboxes under the CLI: ${tree}`);
-  assert.ok(tree.some((pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('spawner.mjs'); } catch { return false; } }));
+  assert.ok(tree.some((pid) => runs(pid, 'spawner.mjs')));
   cli.kill('SIGKILL');
-  let left = tree;
-  for (let i = 0; i < 100 && left.length; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    left = tree.filter(alive);
-  }
-  assert.deepEqual(left, [], 'processes of a killed coordinator still running');
+  assert.deepEqual(await leftOf(tree), [], 'processes of a killed coordinator still running');
 });
 
 test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT, async () => {
