@@ -17,7 +17,10 @@
 // grader reads, the attempts committed before a send, and whether a step left a
 // transaction open are read here, never taken from the sandbox. Only our code runs
 // in that interpreter; the learner's SQL runs inside its SQLite under the store's
-// authorizer and caps (bridge.py).
+// authorizer and caps (bridge.py). That SQL is hostile input running in C compiled
+// to WebAssembly, so a store serves one submission only: a thread whose store was
+// used says `retire` with its verdict and the pool replaces it (a fresh isolate, a
+// fresh interpreter), as it replaces a sandbox.
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import {
@@ -46,6 +49,10 @@ const store = await (async () => {
 
 const CPU_TELL_MS = 50;
 
+// Submissions whose calls reached this thread's store: never more than one (the
+// pool retires the thread after it), reported so a test can say so.
+let storeSubmissions = 0;
+
 const TYPES = {
   string: (v) => typeof v === 'string',
   number: (v) => typeof v === 'number' && Number.isFinite(v),
@@ -70,7 +77,7 @@ function awaitReady({ fdIn, fdOut }) {
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
   const shared = new Int32Array(flag);
-  const state = { problem: null, closed: false, calls: 0, ops: 0 };
+  const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
   // This thread's CPU counts against the submission's limit (its statements run
   // here): told to the main thread's watch every CPU_TELL_MS or so.
   const cpu0 = cpuMsOf('thread-self');
@@ -133,9 +140,13 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
         tellCpu();
         // The grader's operations on the courier database (bridge.py's
         // STORE_OP_PREFIX): answered by the store here, never sent to a sandbox.
-        if (fnName.startsWith(store.opPrefix)) return store.call(fnName, argsJson, null);
+        if (fnName.startsWith(store.opPrefix)) {
+          state.usedStore = true;
+          return store.call(fnName, argsJson, null);
+        }
         state.calls++;
         const kind = worldKind(world);
+        if (kind === 'courier') state.usedStore = true;
         const frame = { t: 'call', fn: fnName, args: argsJson, world: kind };
         // A courier piece's call starts its connection in the store ('' for merge,
         // which has none); lab 1's calls have no store.
@@ -194,7 +205,11 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   else if (loaded && typeof loaded.timeout === 'string') result.loadTimeout = loaded.timeout;
   else if (loaded && Array.isArray(loaded.ok)) result.outputs = JSON.parse(grader.grade_formats(lab, solution, seed, formats));
   else if (loaded) state.problem ??= 'its answer to the load has neither ok, error nor timeout';
-  Object.assign(result, { problem: state.problem, closed: state.closed, calls: state.calls, ops: state.ops, bytes: wire.receivedBytes });
+  if (state.usedStore) storeSubmissions++;
+  Object.assign(result, {
+    problem: state.problem, closed: state.closed, calls: state.calls, ops: state.ops, bytes: wire.receivedBytes,
+    storeSubmissions, retire: storeSubmissions > 0,
+  });
   return result;
 }
 
@@ -202,6 +217,11 @@ parentPort.on('message', (m) => {
   if (m.t === 'await-ready') {
     parentPort.postMessage({ t: 'ready', sid: m.sid, problem: awaitReady(m) });
   } else if (m.t === 'grade') {
+    if (storeSubmissions > 0) {
+      // Never sent by the pool, which retires a thread whose store was used.
+      parentPort.postMessage({ t: 'graded', id: m.id, failure: 'a retired grading thread was handed a submission' });
+      process.exit(1);
+    }
     let result;
     try {
       result = gradeOne(m);

@@ -348,7 +348,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let grader = null;
   const labCache = new Map();
   // stoppedByCpu / stoppedByClock: runs ended at the limit, and which stop ended them.
-  const stats = { spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0 };
+  // threadsStarted / storeReuses: grading threads started (a thread whose courier
+  // store was used is replaced after that submission), and submissions graded with a
+  // store that had served another (none, ever: a test holds the pool to it).
+  const stats = {
+    spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
+    threadsStarted: 0, storeReuses: 0,
+  };
 
   const problem = sandbox ? jailProblem() : '';
   if (problem) {
@@ -434,7 +440,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   function awaitSpare(slot) {
     const sb = slot.spare;
-    if (!sb || sb.awaited) return;
+    // A thread that is still starting is asked once it says `up`.
+    if (!sb || sb.awaited || !slot.threadUp) return;
     sb.awaited = true;
     // Counted from when the grading thread starts waiting for it: while the thread
     // grades a long submission, its spare waits too, and is not late.
@@ -481,13 +488,27 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   function startThread(slot) {
     const thread = new Worker(THREAD, { workerData: { snapshotFile }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
+    stats.threadsStarted++;
     slot.thread = thread;
+    slot.threadUp = false;
     thread.on('message', (m) => {
       if (slot.thread !== thread || !m) return;
       if (m.t === 'up') {
+        slot.threadUp = true;
         if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
       } else if (m.t === 'ready') onReady(slot, m);
-      else if (m.t === 'graded' && slot.job && m.id === slot.job.id) finish(slot, m);
+      else if (m.t === 'graded' && slot.job && m.id === slot.job.id) {
+        if (m.storeSubmissions > 1) stats.storeReuses++;
+        // Its courier store ran this submission's SQL: no other submission meets it.
+        // The spare sandbox is kept (it holds nothing of the thread's) and awaited
+        // by the new thread.
+        if (m.retire && !closed) {
+          slot.thread = null;
+          thread.terminate();
+          startThread(slot);
+        }
+        finish(slot, m);
+      }
     });
     thread.on('error', (e) => { slot.threadError = String((e && e.stack) || e).slice(0, 2000); });
     thread.on('exit', () => {

@@ -38,8 +38,6 @@ const NO_NX = REFERENCE.replace('ttl=policy.claim_ttl_s, nx=True)', 'ttl=policy.
 const LAB1_TESTS = JSON.parse(new (await loadGrader()).Grader().lab('deliver-once')).tests;
 const HIDDEN = LAB1_TESTS.filter((t) => t.kind === 'hidden').length;
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-nohidden-'));
-const POOL_FILE = path.join(WWW, 'cli', 'pool.mjs');
-const REAL_POOL = fs.existsSync(POOL_FILE);
 const LIMIT = { timeout: 120_000 };
 const LAUNCH = {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -386,14 +384,14 @@ test('the page says so when the grading server is busy or absent (fake pool)', L
   }
 });
 
-test('real pool: the page submits to serve --grading and shows the hidden results', { ...LIMIT, skip: !REAL_POOL && 'www/cli/pool.mjs does not exist yet' }, async () => {
+test('real pool: the page submits to serve --grading and shows the hidden results', LIMIT, async () => {
   await built();
   usedRealPool = true;
   const { url } = await start({ grading: { jobs: 2 } });
   await submitInPage(url);
 });
 
-test('real pool: a burst of 50 concurrent submissions, each graded or 429', { ...LIMIT, skip: !REAL_POOL && 'www/cli/pool.mjs does not exist yet' }, async () => {
+test('real pool: a burst of 50 concurrent submissions, each graded or 429', LIMIT, async () => {
   await built();
   usedRealPool = true;
   const { url, grading } = await start({ grading: { jobs: 2 } });

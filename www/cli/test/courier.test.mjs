@@ -60,3 +60,31 @@ test('the courier lab: the reference passes; a resend without lookup, an open tr
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
+
+// The store runs learner SQL inside SQLite, C compiled to WebAssembly: hostile input
+// in the grading thread's own interpreter. So a store serves one submission only,
+// and the thread that held it is replaced (a fresh isolate and interpreter).
+test('each courier submission gets a store of its own: the grading thread that held one is replaced after it', { timeout: 200_000 }, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const { loadGrader } = await import('../../src/node_host.mjs');
+  const lab1 = JSON.parse(new (await loadGrader()).Grader().lab('deliver-once'));
+  // Every piece raises: the cheapest submission whose runs still reach the store.
+  const raises = ['claim', 'write_intent', 'deliver_step', 'merge', 'on_webhook', 'heartbeat']
+    .map((f) => `def ${f}(*args):\n    raise RuntimeError("no")\n`).join('');
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    assert.equal(pool.stats.threadsStarted, 1);
+    const a = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
+    // Lab 1's submissions touch no store: the thread that grades them stays.
+    const b = JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py }));
+    const c = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
+    assert.deepEqual([a.status, b.status, c.status], ['fail', 'pass', 'fail']);
+    // The same file, the same seed, a fresh store: the same report.
+    assert.deepEqual({ ...c, duration_ms: 0 }, { ...a, duration_ms: 0 });
+    assert.equal(pool.stats.threadsStarted, 3, 'one thread at the start, one more after each courier submission');
+    assert.equal(pool.stats.storeReuses, 0);
+  } finally {
+    await pool.close();
+  }
+});

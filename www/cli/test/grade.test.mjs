@@ -6,6 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -288,7 +289,10 @@ async function runProbe({ cmd, args }) {
   return JSON.parse(out);
 }
 
-const PROBE_HEAD = `
+// The probe's network check dials a listener of the test's own on the host's
+// loopback (never an outside address): from an empty network namespace it cannot
+// be reached, from the host it can.
+const PROBE_HEAD = (port) => `
   import fs from 'node:fs';
   import cp from 'node:child_process';
   import net from 'node:net';
@@ -306,14 +310,17 @@ const PROBE_HEAD = `
   r.pid = process.pid;
   try { r.limits = fs.readFileSync('/proc/self/limits', 'utf8'); } catch (e) { r.limits = e.code; }
   try { r.procs = fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n)); } catch (e) { r.procs = e.code; }
-  const s = net.connect({ host: '1.1.1.1', port: 80 });
+  const s = net.connect({ host: '127.0.0.1', port: ${port} });
   const done = () => { fs.writeSync(4, JSON.stringify(r)); process.exit(0); };
   s.on('error', (e) => { r.net = e.code; done(); });
   s.on('connect', () => { r.net = 'connected'; done(); });
 `;
 
 test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlimits) and Node (permissions, no code from strings)', LIMIT, async () => {
-  const probe = write(TMP, 'probe.mjs', PROBE_HEAD);
+  const listener = net.createServer((c) => { reached += 1; c.destroy(); });
+  let reached = 0;
+  await new Promise((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const probe = write(TMP, 'probe.mjs', PROBE_HEAD(listener.address().port));
   const NO_FILE = ['ENOENT'];
   // bubblewrap alone (no permission model): what the kernel enforces.
   const jail = await runProbe(jailCommand([process.execPath, probe], [probe]));
@@ -327,7 +334,8 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   // the machine to see or signal.
   assert.equal(jail.pid, 2);
   assert.deepEqual(jail.procs.sort(), ['1', '2']);
-  assert.ok(['ENETUNREACH', 'EHOSTUNREACH'].includes(jail.net), jail.net);
+  // Its own loopback only: the host's listener is not there.
+  assert.ok(['ECONNREFUSED', 'ENETUNREACH', 'EHOSTUNREACH'].includes(jail.net), jail.net);
   assert.match(jail.limits, new RegExp(`Max file size\\s+${RLIMITS.fsize}\\s+${RLIMITS.fsize}`));
   assert.match(jail.limits, new RegExp(`Max processes\\s+${RLIMITS.nproc}\\s`));
   assert.match(jail.limits, new RegExp(`Max data size\\s+${RLIMITS.data}\\s`));
@@ -338,11 +346,16 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   assert.deepEqual(both.env, ['PWD=/']);
   assert.equal(both.pid, 2);
   assert.equal(both.procs, 'ERR_ACCESS_DENIED');
-  assert.ok(['ENETUNREACH', 'EHOSTUNREACH', 'ERR_ACCESS_DENIED'].includes(both.net), both.net);
+  assert.ok(['ECONNREFUSED', 'ENETUNREACH', 'EHOSTUNREACH', 'ERR_ACCESS_DENIED'].includes(both.net), both.net);
+  assert.equal(reached, 0, 'no jailed probe reached the host\'s listener');
   // And without bubblewrap (--no-sandbox), Node's wall still holds.
   const node = await runProbe(sandboxCommand({ script: probe, jailed: false }));
   for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.equal(node[k], 'ERR_ACCESS_DENIED', `node ${k}`);
   assert.equal(node.codegen, 'EvalError');
+  // The network is bubblewrap's wall alone: unjailed, the same dial gets through
+  // (so the refusals above are the namespace's doing, not a listener that was down).
+  assert.equal(node.net, 'connected');
+  listener.close();
   assert.ok(!fs.existsSync('/tmp/x-sandbox-probe'));
 });
 
