@@ -468,8 +468,32 @@ impl Report {
                 self.seed, self.replay
             ));
         }
-        out
+        terminal_safe(&out)
     }
+}
+
+/// Text fit for a terminal: every control character but newline and tab (C0, DEL,
+/// C1) and the bidirectional controls written as an escape (`\x1b`, `\u202e`).
+/// A text report shows what a learner's code raised or printed, and staff read it
+/// on a terminal: raw, an escape sequence there could erase lines, print fake ones,
+/// write the clipboard or reorder what is read.
+pub fn terminal_safe(s: &str) -> String {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            c if !unsafe_char(c) => out.push(c),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{:04x}", c as u32)),
+        }
+    }
+    out
 }
 
 fn hidden_note(t: &TestReport) -> String {

@@ -167,3 +167,27 @@ fn error_and_timeout_reports_list_every_test() {
     assert!(t.tests.iter().all(|t| t.status == TestStatus::Timeout));
     assert!(t.to_exercism().contains("\"status\": \"error\""));
 }
+
+/// A text report goes to a staff member's terminal: nothing a learner raised or
+/// printed may reach it as a control sequence (erase a line, print a fake one,
+/// write the clipboard, reorder the text), while newlines and tabs stay.
+#[test]
+fn the_text_report_shows_control_characters_as_escapes() {
+    let tests = delivery_lab::lab_by_id("deliver-once").unwrap().tests();
+    let raised =
+        "ValueError: \u{1b}[1A\u{1b}[2Kfake\rline\u{9b}2J\u{7f}\u{7}\u{202e}txt.exe\n\tnext";
+    let text = Report::error("deliver-once", 5, raised, tests).to_text();
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains(r"ValueError: \x1b[1A\x1b[2Kfake\x0dline\x9b2J\x7f\x07\u202etxt.exe"),
+        "{text}"
+    );
+    assert!(text.contains("\n\tnext"), "{text}");
+    // Text without such characters is unchanged.
+    assert_eq!(delivery_lab::report::terminal_safe("a\tb\nc"), "a\tb\nc");
+}

@@ -122,19 +122,28 @@ function flush() {
   while (printed < files.length && results[printed]) {
     const { file, line, text } = results[printed++];
     summary[line.status] = (summary[line.status] || 0) + 1;
-    if (o.format === 'json') process.stdout.write(`${JSON.stringify(line)}\n`);
+    if (o.format === 'json') process.stdout.write(`${jsonSafe(JSON.stringify(line))}\n`);
     else if (o.format === 'text') process.stdout.write(textBlock(file, line, text));
     else {
       const p = outPath(file);
       fs.writeFileSync(p, text);
-      process.stdout.write(`${file}: ${line.status} ${line.passed}/${line.total} -> ${p}\n`);
+      process.stdout.write(`${terminalSafe(file)}: ${line.status} ${line.passed}/${line.total} -> ${terminalSafe(p)}\n`);
     }
   }
 }
 
+// What reaches a terminal carries no control sequence: the engine's text report
+// escapes them itself (report.rs terminal_safe); a file name gets the same here,
+// and a JSON line (which escapes C0 already) its DEL, C1 and bidirectional
+// controls as \u escapes, the same JSON to a parser.
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
+const terminalSafe = (s) => s.replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
+const jsonSafe = (s) => s.replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
+
 function textBlock(file, line, text) {
   const rule = '─'.repeat(Math.min(72, Math.max(20, file.length + 4)));
-  return `${rule}\n${file}  (${line.duration_ms} ms)\n${text.replace(/\s*$/, '')}\n\n`;
+  return `${rule}\n${terminalSafe(file)}  (${line.duration_ms} ms)\n${text.replace(/\s*$/, '')}\n\n`;
 }
 
 async function gradeOne(i) {

@@ -157,6 +157,27 @@ test('exit codes: 0 when all pass, 1 when any fails, 2 for usage errors', LIMIT,
   }
 });
 
+// Staff read reports on a terminal: what a submission raises or prints, and its
+// file's name, reach it with every control sequence escaped (erase a line, print a
+// fake PASS, write the clipboard, reorder text with a bidi override).
+test('no control sequence from a submission reaches the terminal, in text or json; the json still says what was raised', LIMIT, async () => {
+  const raised = '\\x1b[1A\\x1b[2K\\x1b]52;c;cHduZWQ=\\x07 23/23 PASS\\r\\x9b2J\\x7f\\u202e';
+  const src = `def deliver_once(task, provider, kv, policy):\n    print("\\x1b[2J")\n    raise ValueError("${raised}")\n`
+    + 'def next_step(task, result, now, policy, rng):\n    return ("drop", None)\n';
+  const file = write(path.join(TMP, 'escapes'), 'e\x1b[31mvil\u202e.py', src);
+  const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+  const text = await grade(['--format', 'text', file]);
+  assert.equal(text.code, 1, text.stderr);
+  assert.ok(!raw.test(text.stdout), JSON.stringify(text.stdout.match(raw)));
+  assert.match(text.stdout, /ValueError: \\x1b\[1A\\x1b\[2K\\x1b\]52;c;cHduZWQ=\\x07 23\/23 PASS\\x0d\\x9b2J\\x7f\\u202e/);
+  assert.ok(text.stdout.includes('e\\x1b[31mvil\\u202e.py'));
+  const json = await grade(['--format', 'json', file]);
+  assert.ok(!raw.test(json.stdout), JSON.stringify(json.stdout.match(raw)));
+  const line = JSON.parse(json.stdout);
+  assert.equal(line.file, file);
+  assert.ok(line.tests[0].message.includes('ValueError: \x1b[1A\x1b[2K\x1b]52;c;cHduZWQ=\x07 23/23 PASS\r\x9b2J\x7f\u202e'), line.tests[0].message);
+});
+
 test('files that cannot be graded: empty, whitespace, not UTF-8, no functions, syntax error', LIMIT, async () => {
   const dir = path.join(TMP, 'ungradable');
   write(dir, 'a-empty.py', '');
