@@ -3,6 +3,31 @@
 //! `labs()`.
 
 use crate::report::{TestKind, TestReport, TestStatus};
+use serde::Serialize;
+
+/// The type of one argument of a world operation, as a host checks what crosses
+/// to it (the grading CLI refuses a sandbox's request whose arguments do not fit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Arg {
+    #[serde(rename = "string")]
+    Str,
+    /// A finite number.
+    #[serde(rename = "number")]
+    Number,
+    /// A finite number, or null (Python's None).
+    #[serde(rename = "number?")]
+    NumberOrNull,
+    #[serde(rename = "boolean")]
+    Bool,
+}
+
+/// One operation a learner call reaches on its world: a method of the world object
+/// the WASM boundary passes with each call, with its arguments' types.
+#[derive(Debug, Serialize)]
+pub struct WorldOp {
+    pub name: &'static str,
+    pub args: &'static [Arg],
+}
 
 /// What a host needs to know about a lab to present it.
 #[derive(Debug)]
@@ -22,6 +47,13 @@ pub struct LabInfo {
     pub reference_py: &'static str,
     /// The lab's instructions (Markdown), in our own words.
     pub instructions_md: &'static str,
+    /// What a learner call can do to its world, each operation once: the hosts
+    /// learn the world's protocol from here (`tests/wasm_api.rs` holds the WASM
+    /// world objects to it).
+    pub world_ops: &'static [WorldOp],
+    /// Whether the learner's calls get a database that the host keeps on its trusted
+    /// side (the bridge's store), reached through the world's operations.
+    pub store: bool,
 }
 
 pub trait Lab: Sync {

@@ -15,7 +15,7 @@ use crate::deliver_once::{
     model::{Policy, SendResult, Task},
     world, Solution,
 };
-use crate::lab::{lab_by_id, labs, Lab, RunMode};
+use crate::lab::{lab_by_id, labs, Lab, RunMode, WorldOp};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
@@ -184,6 +184,8 @@ struct LabDetails {
     instructions_md: &'static str,
     default_seed: u64,
     tests: Vec<TestSummary>,
+    world_ops: &'static [WorldOp],
+    store: bool,
 }
 
 #[wasm_bindgen]
@@ -226,6 +228,8 @@ impl Grader {
                 .into_iter()
                 .map(|(name, kind)| TestSummary { name, kind })
                 .collect(),
+            world_ops: i.world_ops,
+            store: i.store,
         })
     }
 

@@ -18,7 +18,7 @@ pub mod step_world;
 pub mod tables;
 pub mod units;
 
-use crate::lab::{Lab, LabInfo, RunMode, TimeLimit};
+use crate::lab::{Arg, Lab, LabInfo, RunMode, TimeLimit, WorldOp};
 use crate::report::{Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestStatus};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
 use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
@@ -70,6 +70,23 @@ static INFO: LabInfo = LabInfo {
     starter_py: include_str!("starter.py"),
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
+    // A step's fault points (src/wasm.rs `CourierWorld`): the store asks before each
+    // statement, and the provider's calls, with the attempts the store read.
+    world_ops: &[
+        WorldOp {
+            name: "statement",
+            args: &[Arg::Bool],
+        },
+        WorldOp {
+            name: "send",
+            args: &[Arg::Str, Arg::Str, Arg::Str, Arg::NumberOrNull],
+        },
+        WorldOp {
+            name: "lookup",
+            args: &[Arg::Str],
+        },
+    ],
+    store: true,
 };
 
 pub const CHAOS_TEST: &str = "chaos run: 2,000 actions, 200 kills, a database restart";

@@ -13,7 +13,7 @@ pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Lab, LabInfo, RunMode, TimeLimit};
+use crate::lab::{Arg, Lab, LabInfo, RunMode, TimeLimit, WorldOp};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use case::Case;
@@ -36,6 +36,34 @@ pub static INFO: LabInfo = LabInfo {
     starter_py: include_str!("starter.py"),
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
+    // The kv, the provider and the rng (src/wasm.rs `World`).
+    world_ops: &[
+        WorldOp {
+            name: "now_s",
+            args: &[],
+        },
+        WorldOp {
+            name: "kv_get",
+            args: &[Arg::Str],
+        },
+        WorldOp {
+            name: "kv_set",
+            args: &[Arg::Str, Arg::Str, Arg::NumberOrNull, Arg::Bool],
+        },
+        WorldOp {
+            name: "kv_delete",
+            args: &[Arg::Str],
+        },
+        WorldOp {
+            name: "send",
+            args: &[Arg::Str],
+        },
+        WorldOp {
+            name: "uniform",
+            args: &[Arg::Number, Arg::Number],
+        },
+    ],
+    store: false,
 };
 
 /// The two learner functions as the engine sees them. The world is shared: the

@@ -9,21 +9,27 @@
 // not JSON, a frame of an unexpected type or with fields of the wrong type: each
 // ends that submission as "interfered with the grader", never the coordinator.
 import fs from 'node:fs';
-import { WORLD_OPS } from '../src/engine.mjs';
 
-// The operations a sandbox may ask of its call's world, by world kind, with their
-// argument types. Lab 1's are its world's own (WORLD_OPS). The courier lab's go to
-// the coordinator's database store (bridge.py's CourierStore): a statement with its
-// parameters as JSON, and the provider's calls, whose committed attempts the store
-// reads itself.
-export const SANDBOX_OPS = {
-  world: WORLD_OPS.world,
-  courier: {
-    sql: ['string', 'string', 'string'],
-    send: ['string', 'string', 'string'],
-    lookup: ['string'],
-  },
+// The store's protocol (bridge.py's store_* functions): what a sandbox may ask of
+// the coordinator's database for a lab whose registry entry says `store`. A
+// statement with its parameters as JSON, and the provider's calls, whose committed
+// attempts the store reads itself; the store then asks the lab's world.
+export const STORE_OPS = {
+  sql: ['string', 'string', 'string'],
+  send: ['string', 'string', 'string'],
+  lookup: ['string'],
 };
+
+/**
+ * The operations a sandbox may ask of its call's world, with their argument types
+ * ('string', 'number', 'number?' for a number or null, 'boolean'), for a lab as
+ * the registry describes it (`grader.lab(id)`: `world_ops`, `store`): the lab's
+ * world's own operations, or the store's when its calls get a database.
+ */
+export function sandboxOps(info) {
+  if (info.store) return STORE_OPS;
+  return Object.fromEntries(info.world_ops.map((op) => [op.name, op.args]));
+}
 
 /** How deep a statement's parameters (JSON text, bridge.py's `_dumps`) may nest:
  *  executemany's list of parameter lists of blobs ({"blob": ...}) is 3. The store

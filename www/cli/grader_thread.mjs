@@ -24,10 +24,10 @@
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import {
-  channel, Closed, ENDED, Interference, JOB, nestsDeeper, PARAMS_DEPTH_CAP, RUN_CAP_BYTES, RUN_CAP_OPS, SANDBOX_OPS,
+  channel, Closed, ENDED, Interference, JOB, nestsDeeper, PARAMS_DEPTH_CAP, RUN_CAP_BYTES, RUN_CAP_OPS, sandboxOps,
 } from './frames.mjs';
 import { cpuMsOf } from './procfs.mjs';
-import { bridgeOf, worldKind } from '../src/engine.mjs';
+import { bridgeOf } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { BRIDGE_FILE, loadPython } from './python.mjs';
 
@@ -48,6 +48,17 @@ const store = await (async () => {
 })();
 
 const CPU_TELL_MS = 50;
+
+// Each lab as the registry describes it (src/lab.rs): its world's operations, and
+// whether its calls get a database in the store.
+const labs = new Map();
+function labOf(id) {
+  if (!labs.has(id)) {
+    const info = JSON.parse(grader.lab(id));
+    labs.set(id, { store: info.store === true, ops: sandboxOps(info) });
+  }
+  return labs.get(id);
+}
 
 // Submissions whose calls reached this thread's store: never more than one (the
 // pool retires the thread after it), reported so a test can say so.
@@ -76,6 +87,7 @@ function awaitReady({ fdIn, fdOut }) {
 
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
+  const { store: hasStore, ops } = labOf(lab);
   const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
   // This thread's CPU counts against the submission's limit (its statements run
@@ -99,9 +111,8 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     : JSON.stringify({ error: { kind: 'host', message: 'The grader stopped running your code.' } }));
 
   // Answers the world operations of one call until it returns; `hasDb`: the call
-  // runs on a courier connection (store.begin set it).
+  // runs on a connection of the store's (store.begin set it).
   function answerOps(world, hasDb) {
-    const kind = worldKind(world);
     for (;;) {
       const m = wire.receive();
       if (m.t === 'ret') {
@@ -109,13 +120,13 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
         return m.v;
       }
       if (m.t !== 'op') throw new Interference(`it sent "${String(m.t).slice(0, 20)}" during a call`);
-      const signature = kind && Object.hasOwn(SANDBOX_OPS[kind], m.op) ? SANDBOX_OPS[kind][m.op] : null;
+      const signature = world && Object.hasOwn(ops, m.op) ? ops[m.op] : null;
       if (!signature) throw new Interference('it asked for a world operation this call does not have');
       if (!argsFit(m.args, signature)) throw new Interference(`it asked for ${m.op} with arguments of the wrong types`);
       if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
       tellCpu();
       let reply;
-      if (kind === 'courier') {
+      if (hasStore) {
         if (!hasDb) throw new Interference('it used the database in a call that has none');
         if (m.op === 'sql' && nestsDeeper(m.args[2], PARAMS_DEPTH_CAP)) {
           throw new Interference(`it sent statement parameters nested deeper than ${PARAMS_DEPTH_CAP}`);
@@ -145,12 +156,11 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
           return store.call(fnName, argsJson, null);
         }
         state.calls++;
-        const kind = worldKind(world);
-        if (kind === 'courier') state.usedStore = true;
-        const frame = { t: 'call', fn: fnName, args: argsJson, world: kind };
-        // A courier piece's call starts its connection in the store ('' for merge,
-        // which has none); lab 1's calls have no store.
-        const db = kind === 'courier' ? store.begin(argsJson, world) : '';
+        if (world && hasStore) state.usedStore = true;
+        const frame = { t: 'call', fn: fnName, args: argsJson, world: Boolean(world) };
+        // A call of a store's lab starts its connection there ('' for one that has
+        // none, like the courier lab's merge); other labs' calls have no store.
+        const db = world && hasStore ? store.begin(argsJson, world) : '';
         if (!db) {
           wire.send(frame);
           return answerOps(world, false);
@@ -188,7 +198,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
 
   let loaded = null;
   try {
-    wire.send({ t: 'load', source, functions, limit_s: limitS });
+    wire.send({ t: 'load', source, functions, limit_s: limitS, ops: Object.keys(ops) });
     const m = wire.receive();
     if (m.t !== 'loaded' || typeof m.v !== 'string') throw new Interference('it did not answer the load');
     try {

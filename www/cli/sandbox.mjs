@@ -19,7 +19,7 @@
 // restores from, and its index); or --make-code-cache SNAPSHOT_FILE FILE (the
 // second: a sandbox's own start, then V8's compiled code of Pyodide's JS to FILE).
 import fs from 'node:fs';
-import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OPS, SANDBOX_OUT_FD } from './frames.mjs';
+import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
 import { bridgeOf } from '../src/engine.mjs';
 import { BRIDGE_FILE, loadPython, pyodideCodeCache, SNAPSHOT_IMPORTS, writeSnapshot } from './python.mjs';
 
@@ -61,11 +61,12 @@ const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 
 // A world whose every operation is a question to the coordinator. An answer that
 // is not one ends this process: the coordinator has stopped trusting it anyway.
-// `extra` carries what the call frame says of the world beyond its operations
-// (the courier lab's `db`: the store's settings, and whether the connection is new).
-function remoteWorld(kind, extra) {
+// `ops` are their names, as the load frame lists them (the lab's world's, or the
+// store's); `extra` carries what the call frame says of the world beyond its
+// operations (a store's `db`: its settings, and whether the connection is new).
+function remoteWorld(ops, extra) {
   const world = { ...extra };
-  for (const op of Object.keys(SANDBOX_OPS[kind])) {
+  for (const op of ops) {
     world[op] = (...args) => {
       try {
         wire.send({ t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) });
@@ -101,12 +102,13 @@ try {
   const load = wire.receive();
   if (load.t !== 'load') exit(5);
   const limitS = load.limit_s;
+  const ops = Array.isArray(load.ops) ? load.ops.map(String) : [];
   sendOr({ t: 'loaded', v: py.load(String(load.source), JSON.stringify(load.functions), limitS) },
     { t: 'loaded', v: JSON.stringify({ error: `Loading your code produced a message larger than ${CAP_MB} MB, so no test ran.` }) });
   for (;;) {
     const m = wire.receive();
     if (m.t === 'call') {
-      const world = Object.hasOwn(SANDBOX_OPS, m.world) ? remoteWorld(m.world, { db: String(m.db ?? '') }) : null;
+      const world = m.world === true ? remoteWorld(ops, { db: String(m.db ?? '') }) : null;
       const v = py.call(m.fn, m.args, world, limitS);
       // Not text: the interpreter ended under the call (os._exit, say); so does this
       // process, and the coordinator reports that.

@@ -9,36 +9,6 @@ const BRIDGE_DIR = '/delivery_lab';
 const BRIDGE_MODULE = 'delivery_lab_bridge';
 
 /**
- * @param {object} o
- * @param {object} o.pyodide       a loaded Pyodide instance
- * @param {Function} o.Grader      the Grader class from pkg/delivery_lab.js (already init'ed)
- * @param {string} o.bridgeSource  the text of src/bridge.py
- * @param {string} [o.labId]
- */
-// The operations a learner call can reach on its world, with the types of their
-// arguments (src/wasm.rs `World` for deliver-once, `CourierWorld` for courier;
-// `number?` is a number or null). The grading CLI's coordinator performs them for
-// a sandbox and checks what the sandbox asks against this table first.
-export const WORLD_OPS = {
-  world: {
-    now_s: [],
-    kv_get: ['string'],
-    kv_set: ['string', 'string', 'number?', 'boolean'],
-    kv_delete: ['string'],
-    send: ['string'],
-    uniform: ['number', 'number'],
-  },
-  courier: {
-    statement: ['boolean'],
-    send: ['string', 'string', 'string', 'number?'],
-    lookup: ['string'],
-  },
-};
-
-/** Which of WORLD_OPS a world the grader passed is. */
-export const worldKind = (world) => (!world ? null : 'statement' in world ? 'courier' : 'world');
-
-/**
  * The bridge's entry points in `pyodide` (bridge.py imported from a file, once):
  * `load(source, functionsJson, limitS)`, `call(fnName, argsJson, world)`,
  * `takeOutput()`. The page's engine and the grading CLI's sandbox both use them.
@@ -90,6 +60,13 @@ export function bridgeOf(pyodide, bridgeSource) {
 /** The labs' registry lists them in course order; with no lab named, the first. */
 export const firstLab = (grader) => JSON.parse(grader.labs())[0].id;
 
+/**
+ * @param {object} o
+ * @param {object} o.pyodide       a loaded Pyodide instance
+ * @param {Function} o.Grader      the Grader class from pkg/delivery_lab.js (already init'ed)
+ * @param {string} o.bridgeSource  the text of src/bridge.py
+ * @param {string} [o.labId]
+ */
 export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   // One long-lived Grader: it parses and checks the lab's cases once.
   const grader = new Grader();

@@ -251,3 +251,36 @@ test('a warm run of every test takes well under the limit', () => {
   const ms = performance.now() - t0;
   assert.ok(ms < 2000, `a full run took ${ms.toFixed(0)} ms`);
 });
+
+// The world's protocol lives once, in the registry (src/lab.rs `world_ops`): the
+// grading CLI checks a sandbox's requests against it. Here each lab's WASM world
+// object, as the grader passes it to a call, has exactly those operations.
+test('each lab\'s world object has exactly the operations its registry entry lists', async () => {
+  const { loadGrader } = await import('../src/node_host.mjs');
+  const grader = new (await loadGrader()).Grader();
+  const BINDGEN = new Set(['constructor', 'free', '__destroy_into_raw']);
+  for (const { id } of JSON.parse(grader.labs())) {
+    const info = JSON.parse(grader.lab(id));
+    assert.equal(typeof info.store, 'boolean', id);
+    assert.ok(info.world_ops.length > 0, id);
+    for (const op of info.world_ops) {
+      assert.ok(op.args.every((a) => ['string', 'number', 'number?', 'boolean'].includes(a)), `${id} ${op.name}`);
+    }
+    const seen = new Set();
+    let calls = 0;
+    // A solution whose every learner call fails at once: enough to be handed worlds.
+    const solution = {
+      call(fn, argsJson, world) {
+        if (world) {
+          calls += 1;
+          for (const k of Object.getOwnPropertyNames(Object.getPrototypeOf(world))) if (!BINDGEN.has(k)) seen.add(k);
+          world.free();
+        }
+        return fn.startsWith('__') ? JSON.stringify({ ok: null }) : JSON.stringify({ error: { kind: 'host', message: 'no' } });
+      },
+    };
+    grader.grade(id, solution, 1);
+    assert.ok(calls > 0, `${id}: no call was handed a world`);
+    assert.deepEqual([...seen].sort(), info.world_ops.map((o) => o.name).sort(), id);
+  }
+});
