@@ -1,9 +1,12 @@
 //! A lab is a unit: its world, its reference, its cases, its starter code and its
-//! learner-facing text. Adding one means a module like `deliver_once` and a line in
-//! `labs()`.
+//! learner-facing text, and how it grades (`Lab::grade`, over the `LearnerHost` that
+//! every host implements once). Adding one means a module like `deliver_once` and a
+//! line in `labs()` (the README's "Adding a lab").
 
-use crate::report::{TestKind, TestReport, TestStatus};
+use crate::report::{Audience, Report, TestKind, TestReport, TestStatus};
+use crate::value::{LearnerError, Value};
 use serde::Serialize;
+use std::any::Any;
 
 /// The type of one argument of a world operation, as a host checks what crosses
 /// to it (the grading CLI refuses a sandbox's request whose arguments do not fit).
@@ -60,6 +63,64 @@ pub trait Lab: Sync {
     fn info(&self) -> &'static LabInfo;
     /// Every test's name and kind, in report order, without running anything.
     fn tests(&self) -> Vec<(String, TestKind)>;
+    /// Runs every test against the learner's code that `host` reaches, and reports.
+    fn grade(
+        &self,
+        host: &mut dyn LearnerHost,
+        seed: u64,
+        audience: Audience,
+        mode: RunMode,
+    ) -> Report;
+}
+
+/// The learner's code as a host (the page's worker, the grading CLI) runs it, for
+/// every lab alike: each lab adapts it to its own `Solution` or `Host` trait.
+pub trait LearnerHost {
+    /// Runs the learner's function `fn_name` on `args_json` with `world`, the lab's
+    /// world for this call (its operations are `LabInfo::world_ops`); with no world,
+    /// one of the host's own trusted operations that the lab names. Answers the
+    /// host's JSON text, `{"ok": ...}` or `{"error": ...}`, or why the host failed.
+    fn call(
+        &mut self,
+        fn_name: &str,
+        args_json: &str,
+        world: Option<&dyn Any>,
+    ) -> Result<String, String>;
+    /// What the learner's code printed since the last time this was asked.
+    fn take_output(&mut self) -> Option<String> {
+        None
+    }
+}
+
+/// A learner call through `host`: the value returned or the learner's error. A
+/// fault of the host itself (it threw, or answered something else) is the host
+/// error `LearnerError::Host`, naming the function.
+pub fn learner_call(
+    host: &mut dyn LearnerHost,
+    fn_name: &str,
+    args: &impl Serialize,
+    world: &dyn Any,
+) -> Result<Value, LearnerError> {
+    let fault = |why: String| LearnerError::Host {
+        message: format!("The page could not run `{fn_name}`: {why}"),
+    };
+    let args_json = serde_json::to_string(args)
+        .map_err(|e| fault(format!("its arguments did not serialize ({e})")))?;
+    let text = host.call(fn_name, &args_json, Some(world)).map_err(fault)?;
+    let answer = serde_json::from_str::<serde_json::Value>(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|v| match (v.get("ok"), v.get("error")) {
+            (Some(ok), None) => Value::from_json(ok).map(Ok),
+            (None, Some(err)) => LearnerError::from_json(err).map(Err),
+            _ => Err("it has neither or both".to_string()),
+        });
+    match answer {
+        Ok(result) => result,
+        Err(why) => Err(fault(format!(
+            "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({why}): {}",
+            crate::report::cap_chars(&text, 200)
+        ))),
+    }
 }
 
 /// The labs this build holds, in course order (each is a cargo feature).

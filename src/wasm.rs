@@ -1,24 +1,19 @@
 //! The browser's boundary, and nothing more: one long-lived `Grader` handle, the
-//! `World` a learner call reaches the fakes through, and an adapter from the host's JS
-//! solution object to each lab's `Solution` trait. Data crosses as JSON strings of the
-//! serde types the native hosts use, so the page reads the same reports as the CLI.
-//! Every failure reaches JS as an `Error` (made by `js_error`), never as a panic.
+//! world objects a learner call reaches the fakes through (`World`, `CourierWorld`),
+//! and the host's JS solution object as every lab's `LearnerHost`. Which labs there
+//! are, and how each grades, is the registry's (`src/lab.rs`). Data crosses as JSON
+//! strings of the serde types the native hosts use, so the page reads the same
+//! reports as the CLI. Every failure reaches JS as an `Error` (made by `js_error`),
+//! never as a panic.
 
 #[cfg(feature = "courier")]
-use crate::courier::{
-    self,
-    sim::{Call, Config, Fault, Faults, Host, RunStop, StepWorld, Tables},
-};
+use crate::courier::sim::{Fault, Faults, StepWorld};
 #[cfg(feature = "deliver-once")]
-use crate::deliver_once::{
-    self,
-    model::{Policy, SendResult, Task},
-    world, Solution,
-};
-use crate::lab::{lab_by_id, labs, Lab, RunMode, WorldOp};
+use crate::deliver_once::world;
+use crate::lab::{lab_by_id, labs, Lab, LearnerHost, RunMode, WorldOp};
 use crate::report::{Audience, Report, TestKind};
-use crate::value::{LearnerError, Value};
 use serde::Serialize;
+use std::any::Any;
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::rc::Rc;
@@ -90,24 +85,14 @@ extern "C" {
     #[wasm_bindgen(method, getter = call, catch)]
     fn call_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
 
-    #[cfg(feature = "deliver-once")]
+    /// The learner call (or, with `world` undefined, the host's own trusted
+    /// operation): `world` is the lab's world object for this call.
     #[wasm_bindgen(method, catch)]
     fn call(
         this: &SolutionObject,
         fn_name: &str,
         args_json: &str,
-        world: World,
-    ) -> Result<JsValue, JsValue>;
-
-    /// The same `call`, with the courier lab's world (or `null` for the host's own,
-    /// trusted operations: `__courier_reset` and the like).
-    #[cfg(feature = "courier")]
-    #[wasm_bindgen(method, catch, js_name = call)]
-    fn call_courier(
-        this: &SolutionObject,
-        fn_name: &str,
-        args_json: &str,
-        world: Option<CourierWorld>,
+        world: JsValue,
     ) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(method, getter = take_output, catch)]
@@ -328,19 +313,71 @@ fn grade_report(
             "grade() needs a solution object with a call(fn_name, args_json, world) method",
         ));
     }
-    let seed = seed_or_default(seed);
-    // `Lab` has no `grade`: each lab's `Solution` trait is its own.
-    Ok(match lab.info().id {
-        #[cfg(feature = "deliver-once")]
-        deliver_once::ID => {
-            deliver_once::grade_with(&mut JsSolution(solution), seed, Audience::Learner, mode)
+    Ok(lab.grade(
+        &mut JsHost(solution),
+        seed_or_default(seed),
+        Audience::Learner,
+        mode,
+    ))
+}
+
+/// The host's JS solution object as every lab's `LearnerHost`. The world of a call
+/// is handed to JS as the world object of its type (`World`, `CourierWorld`), and
+/// emptied when the call returns, so a handle JS kept can no longer touch it.
+struct JsHost(SolutionObject);
+
+impl LearnerHost for JsHost {
+    fn call(
+        &mut self,
+        fn_name: &str,
+        args_json: &str,
+        world: Option<&dyn Any>,
+    ) -> Result<String, String> {
+        let (js_world, release) = match world {
+            None => (JsValue::UNDEFINED, None),
+            Some(w) => js_world(w).ok_or("the lab's world has no object in this build")?,
+        };
+        let returned = self.0.call(fn_name, args_json, js_world);
+        if let Some(release) = release {
+            release();
         }
-        #[cfg(feature = "courier")]
-        courier::ID => {
-            courier::grade_with(&mut JsCourierHost(solution), seed, Audience::Learner, mode)
-        }
-        id => return Err(js_error(format!("Lab `{id}` has no browser grader yet"))),
-    })
+        let returned =
+            returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
+        returned
+            .as_string()
+            .ok_or_else(|| format!("the host's call returned {returned:?}, not a JSON string"))
+    }
+
+    /// Optional on the JS side; a throwing `take_output` only loses the output.
+    fn take_output(&mut self) -> Option<String> {
+        take_output(&self.0)
+    }
+}
+
+/// A world as its JS object, and what empties it after the call; `None` for a
+/// world type this build has no object for.
+type Release = Box<dyn FnOnce()>;
+fn js_world(w: &dyn Any) -> Option<(JsValue, Option<Release>)> {
+    #[cfg(feature = "deliver-once")]
+    if let Some(w) = w.downcast_ref::<world::World>() {
+        let slot = Rc::new(RefCell::new(Some(w.clone())));
+        let js = World { slot: slot.clone() };
+        return Some((
+            js.into(),
+            Some(Box::new(move || drop(slot.borrow_mut().take()))),
+        ));
+    }
+    #[cfg(feature = "courier")]
+    if let Some(w) = w.downcast_ref::<StepWorld>() {
+        let slot = Rc::new(RefCell::new(Some(w.clone())));
+        let js = CourierWorld { slot: slot.clone() };
+        return Some((
+            js.into(),
+            Some(Box::new(move || drop(slot.borrow_mut().take()))),
+        ));
+    }
+    let _ = w;
+    None
 }
 
 /// The first lab's boundary: its world and its solution adapter.
@@ -355,7 +392,7 @@ mod deliver_once_host {
     /// wasm-bindgen's FinalizationRegistry reclaims it otherwise.
     #[wasm_bindgen]
     pub struct World {
-        slot: Rc<RefCell<Option<world::World>>>,
+        pub(super) slot: Rc<RefCell<Option<world::World>>>,
     }
 
     impl World {
@@ -408,101 +445,10 @@ mod deliver_once_host {
             Ok(self.live()?.uniform(a, b))
         }
     }
-
-    #[derive(Serialize)]
-    struct DeliverOnceArgs<'a> {
-        task: &'a Task,
-        policy: &'a Policy,
-    }
-
-    #[derive(Serialize)]
-    struct NextStepArgs<'a> {
-        task: &'a Task,
-        result: &'a SendResult,
-        now_s: f64,
-        policy: &'a Policy,
-    }
-
-    /// The host's JS object as a lab's `Solution`.
-    pub(super) struct JsSolution(pub(super) SolutionObject);
-
-    impl JsSolution {
-        fn call(
-            &mut self,
-            fn_name: &str,
-            args: &impl Serialize,
-            world: &world::World,
-        ) -> Result<Value, LearnerError> {
-            let host = |why: String| LearnerError::Host {
-                message: format!("The page could not run `{fn_name}`: {why}"),
-            };
-            let args_json = serde_json::to_string(args)
-                .map_err(|e| host(format!("its arguments did not serialize ({e})")))?;
-            let slot = Rc::new(RefCell::new(Some(world.clone())));
-            let returned = self
-                .0
-                .call(fn_name, &args_json, World { slot: slot.clone() });
-            slot.borrow_mut().take();
-            let returned = returned
-                .map_err(|e| host(format!("the host's call threw {}", describe_thrown(&e))))?;
-            let Some(text) = returned.as_string() else {
-                return Err(host(format!(
-                    "the host's call returned {returned:?}, not a JSON string"
-                )));
-            };
-            let answer = serde_json::from_str::<serde_json::Value>(&text)
-                .map_err(|e| e.to_string())
-                .and_then(|v| match (v.get("ok"), v.get("error")) {
-                    (Some(ok), None) => Value::from_json(ok).map(Ok),
-                    (None, Some(err)) => LearnerError::from_json(err).map(Err),
-                    _ => Err("it has neither or both".to_string()),
-                });
-            match answer {
-                Ok(result) => result,
-                Err(why) => Err(host(format!(
-                    "the host's answer is not {{\"ok\": ...}} or {{\"error\": ...}} ({why}): {}",
-                    crate::report::cap_chars(&text, 200)
-                ))),
-            }
-        }
-    }
-
-    impl Solution for JsSolution {
-        fn deliver_once(
-            &mut self,
-            world: &world::World,
-            task: &Task,
-            policy: &Policy,
-        ) -> Result<Value, LearnerError> {
-            self.call("deliver_once", &DeliverOnceArgs { task, policy }, world)
-        }
-
-        fn next_step(
-            &mut self,
-            world: &world::World,
-            task: &Task,
-            result: &SendResult,
-            now_s: f64,
-            policy: &Policy,
-        ) -> Result<Value, LearnerError> {
-            let args = NextStepArgs {
-                task,
-                result,
-                now_s,
-                policy,
-            };
-            self.call("next_step", &args, world)
-        }
-
-        /// Optional on the JS side; a throwing `take_output` only loses the output.
-        fn take_output(&mut self) -> Option<String> {
-            take_output(&self.0)
-        }
-    }
 }
 
 #[cfg(feature = "deliver-once")]
-use deliver_once_host::{JsSolution, World};
+use deliver_once_host::World;
 
 /// The courier lab's boundary: its world and its host adapter.
 #[cfg(feature = "courier")]
@@ -513,7 +459,7 @@ mod courier_host {
     /// call of the learner's code asks it first (see `courier::sim::Faults`).
     #[wasm_bindgen]
     pub struct CourierWorld {
-        slot: Rc<RefCell<Option<StepWorld>>>,
+        pub(super) slot: Rc<RefCell<Option<StepWorld>>>,
     }
 
     impl CourierWorld {
@@ -559,129 +505,7 @@ mod courier_host {
             }
         }
     }
-
-    /// The host's JS object as the courier lab's `Host`: the learner's pieces and the
-    /// host's trusted operations on its database, all through `call`.
-    pub(super) struct JsCourierHost(pub(super) SolutionObject);
-
-    impl JsCourierHost {
-        fn raw(
-            &mut self,
-            fn_name: &str,
-            args_json: &str,
-            world: Option<&StepWorld>,
-        ) -> Result<serde_json::Value, String> {
-            let slot = Rc::new(RefCell::new(world.cloned()));
-            let js_world = world.map(|_| CourierWorld { slot: slot.clone() });
-            let returned = self.0.call_courier(fn_name, args_json, js_world);
-            slot.borrow_mut().take();
-            let returned =
-                returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
-            let text = returned.as_string().ok_or_else(|| {
-                format!("the host's call returned {returned:?}, not a JSON string")
-            })?;
-            serde_json::from_str(&text).map_err(|e| format!("the host's answer is not JSON ({e})"))
-        }
-
-        /// A trusted operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
-        fn trusted(
-            &mut self,
-            op: &str,
-            args: &impl Serialize,
-        ) -> Result<serde_json::Value, RunStop> {
-            let failed = |why: String| RunStop::Failed(format!("{op}: {why}"));
-            let args = serde_json::to_string(args).map_err(|e| failed(e.to_string()))?;
-            let v = self.raw(op, &args, None).map_err(failed)?;
-            match (v.get("ok"), v.get("error")) {
-                (Some(ok), None) => Ok(ok.clone()),
-                // The limit can land while the host works for the lab.
-                (None, Some(e)) if e.get("kind").and_then(|k| k.as_str()) == Some("timeout") => {
-                    Err(RunStop::TimedOut(format!(
-                        "{op}: the run reached its time limit"
-                    )))
-                }
-                (None, Some(e)) => Err(failed(
-                    e.get("message")
-                        .and_then(|m| m.as_str())
-                        .unwrap_or("failed")
-                        .to_string(),
-                )),
-                _ => Err(failed("the host's answer is neither ok nor error".into())),
-            }
-        }
-    }
-
-    #[derive(Serialize)]
-    struct ResetArgs<'a> {
-        cfg: &'a Config,
-        stores: &'a [String],
-        /// The tables, from the one place they are defined.
-        schema: &'static str,
-    }
-
-    impl Host for JsCourierHost {
-        fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
-            self.trusted(
-                "__courier_reset",
-                &ResetArgs {
-                    cfg,
-                    stores,
-                    schema: courier::SCHEMA_SQL,
-                },
-            )
-            .map(|_| ())
-        }
-
-        fn enqueue(&mut self, action: &courier::sim::ActionRow) -> Result<(), RunStop> {
-            self.trusted("__courier_enqueue", action).map(|_| ())
-        }
-
-        fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), RunStop> {
-            self.trusted("__courier_settle", &(action_id, now_ms))
-                .map(|_| ())
-        }
-
-        fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
-            let host = |why: String| LearnerError::Host {
-                message: format!("The page could not run `{}`: {why}", call.function()),
-            };
-            let args = serde_json::to_string(call).map_err(|e| host(e.to_string()))?;
-            let v = self
-                .raw(call.function(), &args, Some(world))
-                .map_err(host)?;
-            match (v.get("ok"), v.get("error")) {
-                (Some(ok), None) => Value::from_json(ok).map_err(host),
-                (None, Some(err)) => Err(LearnerError::from_json(err).map_err(host)?),
-                _ => Err(host("the host's answer is neither ok nor error".into())),
-            }
-        }
-
-        fn kill(&mut self, worker: &str) {
-            // A host that cannot close the connection still loses the worker's
-            // transaction at its next reset; nothing to report here.
-            let _ = self.trusted("__courier_kill", &worker);
-        }
-
-        fn restart_db(&mut self) {
-            let _ = self.trusted("__courier_restart", &());
-        }
-
-        fn dump(&mut self) -> Result<Tables, RunStop> {
-            let v = self.trusted("__courier_dump", &())?;
-            Tables::from_json(&v)
-                .map_err(|e| RunStop::Failed(format!("the host's tables do not read: {e}")))
-        }
-
-        fn load(&mut self, tables: &Tables) -> Result<(), RunStop> {
-            self.trusted("__courier_load", tables).map(|_| ())
-        }
-
-        /// Optional on the JS side; a throwing `take_output` only loses the output.
-        fn take_output(&mut self) -> Option<String> {
-            take_output(&self.0)
-        }
-    }
 }
 
 #[cfg(feature = "courier")]
-use courier_host::{CourierWorld, JsCourierHost};
+use courier_host::CourierWorld;

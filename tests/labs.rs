@@ -153,3 +153,47 @@ fn every_signature_in_a_labs_text_and_reference_is_the_starters() {
         }
     }
 }
+
+/// Every lab grades through the one `LearnerHost` a host implements: here a host
+/// that cannot run anything. Each lab still reports every test it lists, in order,
+/// none passing, and names the function the host could not run.
+#[test]
+fn every_lab_grades_through_the_one_learner_host() {
+    use delivery_lab::lab::{LearnerHost, RunMode};
+    use delivery_lab::report::{Audience, TestStatus};
+    struct Broken;
+    impl LearnerHost for Broken {
+        fn call(
+            &mut self,
+            _fn_name: &str,
+            _args_json: &str,
+            _world: Option<&dyn std::any::Any>,
+        ) -> Result<String, String> {
+            Err("this host runs nothing".into())
+        }
+    }
+    for lab in delivery_lab::labs() {
+        let mut host = Broken;
+        let r = lab.grade(&mut host, 7, Audience::Staff, RunMode::Report);
+        let listed: Vec<_> = lab.tests().into_iter().map(|(name, _)| name).collect();
+        let reported: Vec<_> = r.tests.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(reported, listed, "{}", lab.info().id);
+        assert!(
+            r.tests.iter().all(|t| t.status != TestStatus::Pass),
+            "{}",
+            lab.info().id
+        );
+        assert_eq!((r.lab.as_str(), r.seed), (lab.info().id, 7));
+        let said = r
+            .tests
+            .iter()
+            .filter_map(|t| t.message.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            said.contains("this host runs nothing"),
+            "{}: {said}",
+            lab.info().id
+        );
+    }
+}

@@ -10,6 +10,7 @@ pub mod chaos_plan;
 pub mod chaos_report;
 pub mod fairness;
 pub mod host;
+pub mod learner;
 pub mod provider;
 pub mod reference;
 pub mod rules;
@@ -18,7 +19,7 @@ pub mod step_world;
 pub mod tables;
 pub mod units;
 
-use crate::lab::{Arg, Lab, LabInfo, RunMode, TimeLimit, WorldOp};
+use crate::lab::{Arg, Lab, LabInfo, LearnerHost, RunMode, TimeLimit, WorldOp};
 use crate::report::{Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestStatus};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
 use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
@@ -105,6 +106,16 @@ impl Lab for Courier {
             .map(|c| (c.name.to_string(), c.kind))
             .chain([CHAOS_TEST, FAIRNESS_TEST].map(|n| (n.to_string(), TestKind::Example)))
             .collect()
+    }
+
+    fn grade(
+        &self,
+        host: &mut dyn LearnerHost,
+        seed: u64,
+        audience: Audience,
+        mode: RunMode,
+    ) -> Report {
+        grade_with(&mut learner::Learner(host), seed, audience, mode)
     }
 }
 

@@ -7,13 +7,14 @@ pub mod case;
 // the tests include it.
 pub mod check;
 pub mod differential;
+pub mod learner;
 pub mod model;
 pub mod reference;
 pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Arg, Lab, LabInfo, RunMode, TimeLimit, WorldOp};
+use crate::lab::{Arg, Lab, LabInfo, LearnerHost, RunMode, TimeLimit, WorldOp};
 use crate::report::{Audience, Report, TestKind};
 use crate::value::{LearnerError, Value};
 use case::Case;
@@ -101,6 +102,16 @@ impl Lab for DeliverOnce {
 
     fn tests(&self) -> Vec<(String, TestKind)> {
         cases().iter().map(|c| (c.name.clone(), c.kind)).collect()
+    }
+
+    fn grade(
+        &self,
+        host: &mut dyn LearnerHost,
+        seed: u64,
+        audience: Audience,
+        mode: RunMode,
+    ) -> Report {
+        grade_with(&mut learner::Learner(host), seed, audience, mode)
     }
 }
 
