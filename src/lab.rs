@@ -50,6 +50,10 @@ pub struct LabInfo {
     pub reference_py: &'static str,
     /// The lab's instructions (Markdown), in our own words.
     pub instructions_md: &'static str,
+    /// The lab's Python side (`src/<lab>/bridge.py`): the objects the learner's
+    /// functions receive, and how each is called. The hosts import it beside
+    /// `www/src/bridge.py`, as the module `delivery_lab_<lab id with _>`.
+    pub bridge_py: &'static str,
     /// What a learner call can do to its world, each operation once: the hosts
     /// learn the world's protocol from here (`tests/wasm_api.rs` holds the WASM
     /// world objects to it).

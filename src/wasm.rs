@@ -167,6 +167,7 @@ struct LabDetails {
     starter_py: &'static str,
     reference_py: &'static str,
     instructions_md: &'static str,
+    bridge_py: &'static str,
     default_seed: u64,
     tests: Vec<TestSummary>,
     world_ops: &'static [WorldOp],
@@ -207,6 +208,7 @@ impl Grader {
             starter_py: i.starter_py,
             reference_py: i.reference_py,
             instructions_md: i.instructions_md,
+            bridge_py: i.bridge_py,
             default_seed: seed_or_default(None),
             tests: lab
                 .tests()

@@ -71,6 +71,7 @@ static INFO: LabInfo = LabInfo {
     starter_py: include_str!("starter.py"),
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
+    bridge_py: include_str!("bridge.py"),
     // A step's fault points (src/wasm.rs `CourierWorld`): the store asks before each
     // statement, and the provider's calls, with the attempts the store read.
     world_ops: &[

@@ -37,6 +37,7 @@ pub static INFO: LabInfo = LabInfo {
     starter_py: include_str!("starter.py"),
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
+    bridge_py: include_str!("bridge.py"),
     // The kv, the provider and the rng (src/wasm.rs `World`).
     world_ops: &[
         WorldOp {

@@ -39,12 +39,14 @@ const STORE_MEMORY_MB = 1024;
 
 // Loaded before the thread says it is up (a pool is ready when it can grade
 // either lab); restored from the pool's snapshot, about a second.
-const store = await (async () => {
+// The labs, as the registry describes them; a store for each lab that has one.
+const LABS = JSON.parse(grader.labs()).map(({ id }) => JSON.parse(grader.lab(id)));
+const stores = await (async () => {
   const { snapshotFile } = workerData ?? {};
   const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
   const pyodide = await loadPython({ memoryMb: STORE_MEMORY_MB, snapshotFile: usable ? snapshotFile : null });
-  const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'));
-  return { call: py.call, ...py.store() };
+  const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'), LABS);
+  return new Map(LABS.filter((l) => l.store).map((l) => [l.id, { call: py.call, useLab: () => py.useLab(l.id), ...py.store(l.id) }]));
 })();
 
 const CPU_TELL_MS = 50;
@@ -54,8 +56,9 @@ const CPU_TELL_MS = 50;
 const labs = new Map();
 function labOf(id) {
   if (!labs.has(id)) {
-    const info = JSON.parse(grader.lab(id));
-    labs.set(id, { store: info.store === true, ops: sandboxOps(info) });
+    const info = LABS.find((l) => l.id === id);
+    if (!info) throw new Error(`unknown lab ${id}`);
+    labs.set(id, { store: stores.get(id) ?? null, ops: sandboxOps(info) });
   }
   return labs.get(id);
 }
@@ -87,7 +90,10 @@ function awaitReady({ fdIn, fdOut }) {
 
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
-  const { store: hasStore, ops } = labOf(lab);
+  const { store, ops } = labOf(lab);
+  const hasStore = store !== null;
+  // Its trusted operations, run through the bridge's call, go to this lab's module.
+  store?.useLab();
   const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
   // This thread's CPU counts against the submission's limit (its statements run
@@ -149,9 +155,9 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
       try {
         if (state.problem || state.closed) return gone();
         tellCpu();
-        // The grader's operations on the courier database (bridge.py's
-        // STORE_OP_PREFIX): answered by the store here, never sent to a sandbox.
-        if (fnName.startsWith(store.opPrefix)) {
+        // The grader's trusted operations on the lab's database (its module's
+        // HOST_OP_PREFIX): answered by the store here, never sent to a sandbox.
+        if (hasStore && fnName.startsWith(store.opPrefix)) {
           state.usedStore = true;
           return store.call(fnName, argsJson, null);
         }
@@ -198,7 +204,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
 
   let loaded = null;
   try {
-    wire.send({ t: 'load', source, functions, limit_s: limitS, ops: Object.keys(ops) });
+    wire.send({ t: 'load', lab, source, functions, limit_s: limitS, ops: Object.keys(ops) });
     const m = wire.receive();
     if (m.t !== 'loaded' || typeof m.v !== 'string') throw new Interference('it did not answer the load');
     try {

@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
 import { jailCommand, jailProblem } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
-import { runsFileOf } from './python.mjs';
+import { labsFileOf, runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { firstLab } from '../src/engine.mjs';
 
@@ -102,7 +102,7 @@ function sandboxNodeFlags(sharedCores) {
  * Returns { cmd, args }.
  */
 export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true }) {
-  const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile)] : [];
+  const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile)] : [];
   if (codeCacheFile) files.push(codeCacheFile);
   const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
   const argv = [
@@ -397,6 +397,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // pages), then the code cache of Pyodide's JS (made by a sandbox's own start,
   // with a sandbox's flags). The grading threads restore the same snapshot.
   async function makeSnapshot() {
+    // The labs' Python sides, from the registry: the snapshot imports them, and
+    // every sandbox reads them (it holds no grader to ask).
+    const labs = JSON.parse(grader.labs()).map(({ id }) => {
+      const info = JSON.parse(grader.lab(id));
+      return { id, bridge_py: info.bridge_py };
+    });
+    fs.writeFileSync(labsFileOf(snapshotFile), JSON.stringify(labs), { mode: 0o444 });
     if (sandboxScript !== SANDBOX) {
       // A test's sandbox program: the files it may read exist, empty.
       for (const f of [snapshotFile, runsFileOf(snapshotFile)]) fs.writeFileSync(f, '');
@@ -636,8 +643,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   let nextId = 1;
   const ready = (async () => {
-    const [pkg] = await Promise.all([loadGrader(), makeSnapshot(), spawner.ready]);
-    grader = new pkg.Grader();
+    grader = new (await loadGrader()).Grader();
+    await Promise.all([makeSnapshot(), spawner.ready]);
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0 };
       // Resolved by its first ready sandbox, rejected when sandboxes fail to start.

@@ -27,6 +27,9 @@ export const pyodideCodeCache = () => (compiledScript ? compiledScript.createCac
 
 /** Where the snapshot's index of non-zero pages is kept, beside the snapshot. */
 export const runsFileOf = (snapshotFile) => `${snapshotFile}.runs`;
+/** The labs' Python sides as the registry gives them ([{id, bridge_py}]: the
+ *  sandbox has no grader to ask), written by the pool beside the snapshot. */
+export const labsFileOf = (snapshotFile) => `${snapshotFile}.labs.json`;
 
 /**
  * Pyodide's big JS (pyodide.asm.mjs, 1.2 MB) compiled as a classic script instead

@@ -21,7 +21,7 @@
 import fs from 'node:fs';
 import { channel, FRAME_CAP_BYTES, SANDBOX_IN_FD, SANDBOX_OUT_FD } from './frames.mjs';
 import { bridgeOf } from '../src/engine.mjs';
-import { BRIDGE_FILE, loadPython, pyodideCodeCache, SNAPSHOT_IMPORTS, writeSnapshot } from './python.mjs';
+import { BRIDGE_FILE, labsFileOf, loadPython, pyodideCodeCache, SNAPSHOT_IMPORTS, writeSnapshot } from './python.mjs';
 
 const mode = process.argv[2];
 const makeSnapshotTo = mode === '--make-snapshot' ? process.argv[3] : null;
@@ -37,25 +37,27 @@ const denied = process.binding;
 process.binding = (name) => (name === 'constants' ? { fs: fs.constants } : denied.call(process, name));
 
 const bridgeSource = fs.readFileSync(BRIDGE_FILE, 'utf8');
+// The labs' Python sides, which the pool wrote beside the snapshot.
+const labs = JSON.parse(fs.readFileSync(labsFileOf(makeSnapshotTo ?? process.argv[3]), 'utf8'));
 
 if (makeSnapshotTo) {
   // An interpreter with the bridge's imports done and the bridge itself imported
   // (engine.mjs finds it in sys.modules); its state starts clean in every restore.
   const maker = await loadPython({ memoryMb, makeSnapshot: true });
   maker.runPython(SNAPSHOT_IMPORTS);
-  bridgeOf(maker, bridgeSource);
+  bridgeOf(maker, bridgeSource, labs);
   writeSnapshot(makeSnapshotTo, maker.makeMemorySnapshot());
   exit(0);
 }
 
 const codeCache = makeCodeCacheTo ? new Uint8Array(0) : codeCacheFile ? fs.readFileSync(codeCacheFile) : null;
 const pyodide = await loadPython({ memoryMb, snapshotFile, sparse: true, codeCache });
-const py = bridgeOf(pyodide, bridgeSource);
+const py = bridgeOf(pyodide, bridgeSource, labs);
 if (makeCodeCacheTo) {
   fs.writeFileSync(makeCodeCacheTo, pyodideCodeCache());
   exit(0);
 }
-// The courier lab's database is the coordinator's: this bridge asks it.
+// A lab's database (its store) is the coordinator's: this bridge asks it.
 py.useRemoteStore();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 
@@ -102,6 +104,7 @@ try {
   const load = wire.receive();
   if (load.t !== 'load') exit(5);
   const limitS = load.limit_s;
+  py.useLab(String(load.lab));
   const ops = Array.isArray(load.ops) ? load.ops.map(String) : [];
   sendOr({ t: 'loaded', v: py.load(String(load.source), JSON.stringify(load.functions), limitS) },
     { t: 'loaded', v: JSON.stringify({ error: `Loading your code produced a message larger than ${CAP_MB} MB, so no test ran.` }) });

@@ -8,36 +8,57 @@
 const BRIDGE_DIR = '/delivery_lab';
 const BRIDGE_MODULE = 'delivery_lab_bridge';
 
+/** The Python module name of a lab's side of the bridge (`LabInfo::bridge_py`). */
+export const labModule = (labId) => `delivery_lab_${labId.replace(/-/g, '_')}`;
+
 /**
- * The bridge's entry points in `pyodide` (bridge.py imported from a file, once):
- * `load(source, functionsJson, limitS)`, `call(fnName, argsJson, world)`,
- * `takeOutput()`. The page's engine and the grading CLI's sandbox both use them.
+ * The bridge's entry points in `pyodide` (bridge.py imported from a file, once,
+ * with each lab's own Python side beside it: `labs`, [{id, bridge_py}] as the
+ * registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
+ * `call(fnName, argsJson, world)`, `takeOutput()`. The page's engine and the
+ * grading CLI's sandbox and grading thread all use it.
  */
-export function bridgeOf(pyodide, bridgeSource) {
+export function bridgeOf(pyodide, bridgeSource, labs = []) {
   if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
+  for (const lab of labs) pyodide.FS.writeFile(`${BRIDGE_DIR}/${labModule(lab.id)}.py`, lab.bridge_py);
   const sys = pyodide.pyimport('sys');
   if (!sys.path.includes(BRIDGE_DIR)) sys.path.insert(0, BRIDGE_DIR);
   sys.destroy();
   const bridge = pyodide.pyimport(BRIDGE_MODULE);
+  // Imported now (or found in sys.modules, restored from a snapshot that has them).
+  const modules = new Map(labs.map((lab) => [lab.id, pyodide.pyimport(labModule(lab.id))]));
+  const moduleOf = (id) => {
+    if (!modules.has(id)) throw new Error(`bridgeOf: no Python side was given for lab ${id}`);
+    return modules.get(id);
+  };
   // Kept for the engine's life: looking a PyProxy up again per call would cost
   // more than the call itself.
   const call = bridge.call;
   const takeOutput = bridge.take_output;
   return {
+    /** The lab whose calls this interpreter runs from now on. */
+    useLab(id) {
+      moduleOf(id);
+      bridge.use_lab(labModule(id));
+    },
     load: bridge.load,
-    /** The grading CLI's sandbox: the courier lab's store is the coordinator's. */
+    /** The grading CLI's sandbox: a lab's store is the coordinator's. */
     useRemoteStore: () => bridge.use_remote_store(),
-    /** The grading CLI's grading thread: the courier lab's store, asked on a sandbox's behalf. */
-    store: () => ({
-      opPrefix: bridge.STORE_OP_PREFIX,
-      begin: bridge.store_begin,
-      sql: bridge.store_sql,
-      send: bridge.store_send,
-      lookup: bridge.store_lookup,
-      end: bridge.store_end,
-    }),
+    /** The grading CLI's grading thread: lab `id`'s store (its registry entry says
+     *  `store`), asked on a sandbox's behalf; its trusted operations go to `call`. */
+    store(id) {
+      const m = moduleOf(id);
+      return {
+        opPrefix: m.HOST_OP_PREFIX,
+        begin: m.store_begin,
+        sql: m.store_sql,
+        send: m.store_send,
+        lookup: m.store_lookup,
+        end: m.store_end,
+      };
+    },
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
       try {
@@ -72,7 +93,8 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   const grader = new Grader();
   labId ??= firstLab(grader);
   const lab = JSON.parse(grader.lab(labId));
-  const py = bridgeOf(pyodide, bridgeSource);
+  const py = bridgeOf(pyodide, bridgeSource, [lab]);
+  py.useLab(labId);
   const functionsJson = JSON.stringify(lab.functions);
 
   // The object the grader calls into. It runs each learner function with the

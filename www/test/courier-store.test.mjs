@@ -13,12 +13,14 @@ let py;
 before(async () => {
   const { loadPyodide } = await import('pyodide');
   const pyodide = await loadPyodide({ indexURL: paths.pyodide });
-  bridgeOf(pyodide, fs.readFileSync(paths.bridge, 'utf8'));
+  const { loadGrader } = await import('../src/node_host.mjs');
+  const courier = JSON.parse(new (await loadGrader()).Grader().lab('courier'));
+  bridgeOf(pyodide, fs.readFileSync(paths.bridge, 'utf8'), [courier]).useLab('courier');
   // The lab's tables as the grader sends them at a reset.
   pyodide.globals.set('SCHEMA', fs.readFileSync(new URL('../../src/courier/schema.sql', import.meta.url), 'utf8'));
   pyodide.runPython(`
 import json, sqlite3
-import delivery_lab_bridge as b
+import delivery_lab_courier as b
 
 class World:
     """A scripted world: statement verdicts in turn ('go' once they run out),
@@ -34,7 +36,7 @@ class World:
         return '{"answer": "not-found"}'
 
 def fresh_store():
-    b._courier_host("__courier_reset", {"cfg": {"lease_ms": 1000, "in_flight_cap": 2, "recheck_ms": 500}, "stores": ["s1"], "schema": SCHEMA})
+    b.host_op("__courier_reset", {"cfg": {"lease_ms": 1000, "in_flight_cap": 2, "recheck_ms": 500}, "stores": ["s1"], "schema": SCHEMA})
 
 class Loopback:
     """The remote port's world, answered by the store in this interpreter: the
