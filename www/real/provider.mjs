@@ -1,0 +1,200 @@
+// The courier lab's misbehaving SMS provider as a real HTTP server on loopback, for
+// the real run (issue 12; www/real/README.md). It is the simulation's own provider
+// (src/courier/provider.rs, through the grader's WASM module as `CourierProvider`),
+// so the behaviour is written once: seeded timeouts (the request lost, or only the
+// answer), keys remembered an hour, lookups that lag, duplicate, out-of-order and
+// late webhooks. Only time is real here: seconds since the server started, or a
+// clock the caller gives (the tests drive one by hand).
+//
+//   POST /send    {"action": 17, "key": "...", "phone": "...", "body": "..."}
+//   GET  /lookup?key=...
+//        200 with the provider's answer as JSON; a timeout answers nothing: the
+//        connection is held for holdMs, then closed, as a provider that hangs.
+//   GET  /log     the provider's own log (JSON array); POST /tally {"actions": [...]}
+//                 the chaos counts read from it; GET /final each action's final status
+//
+// Webhooks go out by POST to `webhookUrl` when due (JSON {event_id, key,
+// message_id, status}), one at a time in due order, again every retryMs until
+// the receiver answers 2xx (a killed receiver misses none). Each log entry is also
+// appended to `logFile` as a JSON line the moment it is made: the log a run's
+// verdict is read from survives whatever happens to the processes around it.
+import fs from 'node:fs';
+import http from 'node:http';
+import { loadGrader } from '../src/node_host.mjs';
+
+const MAX_BODY_BYTES = 64 * 1024;
+const MAX_KEY_CHARS = 1024;
+const TEXT_FIELDS = ['key', 'phone', 'body'];
+
+/**
+ * Starts the provider; resolves to { url, port, provider, close() }.
+ * @param {object} o
+ * @param {number} o.seed            the provider's seed (the run's)
+ * @param {string} [o.webhookUrl]    where webhooks go (none sent without it)
+ * @param {() => number} [o.clock]   seconds since the run began (default: real time)
+ * @param {number} [o.holdMs]        how long a timed-out request is held (default 1500)
+ * @param {number} [o.tickMs]        how often due webhooks are looked for (default 20; 0: only by tick())
+ * @param {number} [o.retryMs]       how soon a webhook the receiver refused goes again (default 200)
+ * @param {string} [o.logFile]       the log as JSON lines, appended as it grows
+ */
+export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, tickMs = 20, retryMs = 200, logFile } = {}) {
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error('startProvider: seed must be a whole number from 0 to 2^32 - 1');
+  const pkg = await loadGrader();
+  const provider = new pkg.CourierProvider(seed);
+  const t0 = performance.now();
+  const now = clock ?? (() => (performance.now() - t0) / 1000);
+  const held = new Set();
+  let written = 0;
+  let closed = false;
+
+  // The log file grows with the provider's log, entry by entry.
+  const flushLog = () => {
+    const fresh = JSON.parse(provider.log_since(written));
+    written += fresh.length;
+    if (logFile && fresh.length) fs.appendFileSync(logFile, fresh.map((e) => `${JSON.stringify(e)}\n`).join(''));
+  };
+
+  const reply = (res, status, body) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+    res.end(text);
+  };
+  // What a provider that times out does: no answer, then the connection drops.
+  const hang = (req) => {
+    const socket = req.socket;
+    held.add(socket);
+    const t = setTimeout(() => { held.delete(socket); socket.destroy(); }, holdMs);
+    socket.once('close', () => { clearTimeout(t); held.delete(socket); });
+  };
+  const answer = (req, res, text) => {
+    const a = JSON.parse(text);
+    flushLog();
+    if (a.answer === 'timeout') hang(req);
+    else reply(res, 200, a);
+  };
+
+  function readJson(req, then, res) {
+    let size = 0;
+    const chunks = [];
+    req.on('data', (c) => {
+      size += c.length;
+      // Answered at once; the rest is read and dropped (closing now could lose the
+      // answer to a reset), up to a bound past which the connection goes.
+      if (size > MAX_BODY_BYTES) {
+        if (!res.headersSent) reply(res, 413, { error: 'body too large' });
+        if (size > 16 * MAX_BODY_BYTES) req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      if (size > MAX_BODY_BYTES) return;
+      let body;
+      try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch { return reply(res, 400, { error: 'the body is not JSON' }); }
+      if (!body || typeof body !== 'object' || Array.isArray(body)) return reply(res, 400, { error: 'the body must be a JSON object' });
+      then(body);
+    });
+    req.on('error', () => {});
+  }
+
+  function route(req, res) {
+    const url = new URL(req.url, 'http://provider');
+    if (req.method === 'POST' && url.pathname === '/send') {
+      return readJson(req, (b) => {
+        if (!Number.isSafeInteger(b.action) || b.action < 0) return reply(res, 400, { error: '"action" must be a whole number' });
+        for (const f of TEXT_FIELDS) {
+          if (typeof b[f] !== 'string') return reply(res, 400, { error: `"${f}" must be a string` });
+        }
+        if (b.key.length > MAX_KEY_CHARS) return reply(res, 400, { error: `"key" is longer than ${MAX_KEY_CHARS} characters` });
+        answer(req, res, provider.send(now(), b.action, b.key));
+      }, res);
+    }
+    if (req.method === 'GET' && url.pathname === '/lookup') {
+      const key = url.searchParams.get('key');
+      if (key === null || key.length > MAX_KEY_CHARS) return reply(res, 400, { error: 'give ?key=' });
+      return answer(req, res, provider.lookup(now(), key));
+    }
+    if (req.method === 'GET' && url.pathname === '/log') return reply(res, 200, JSON.parse(provider.log_since(0)));
+    if (req.method === 'GET' && url.pathname === '/final') return reply(res, 200, JSON.parse(provider.final_statuses()));
+    if (req.method === 'POST' && url.pathname === '/tally') {
+      return readJson(req, (b) => {
+        if (!Array.isArray(b.actions) || !b.actions.every((a) => Number.isSafeInteger(a) && a >= 0)) {
+          return reply(res, 400, { error: '"actions" must be a list of whole numbers' });
+        }
+        reply(res, 200, JSON.parse(provider.tally(b.actions)));
+      }, res);
+    }
+    req.resume();
+    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, POST /tally' });
+  }
+
+  const server = http.createServer((req, res) => {
+    try { route(req, res); } catch (e) {
+      // Our fault, never the client's: said, and the server goes on.
+      if (!res.headersSent) reply(res, 500, { error: String(e?.message ?? e) });
+    }
+  });
+  server.on('clientError', (_, socket) => socket.destroy());
+
+  // Webhooks, one at a time in due order; one the receiver did not take goes again.
+  const outbox = [];
+  let sending = false;
+  function post(hook) {
+    return new Promise((resolve) => {
+      const body = JSON.stringify({ event_id: hook.event_id, key: hook.key, message_id: hook.message_id, status: hook.status });
+      const req = http.request(webhookUrl, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }, timeout: 5000 }, (res) => {
+        res.resume();
+        resolve(res.statusCode >= 200 && res.statusCode < 300);
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(false));
+      req.end(body);
+    });
+  }
+  async function drain() {
+    if (sending || !webhookUrl) return;
+    sending = true;
+    try {
+      while (outbox.length && !closed) {
+        if (await post(outbox[0])) outbox.shift();
+        else await new Promise((r) => setTimeout(r, retryMs));
+      }
+    } finally {
+      sending = false;
+    }
+  }
+  const tick = () => {
+    const due = JSON.parse(provider.due_webhooks(now()));
+    if (due.length) {
+      flushLog();
+      outbox.push(...due);
+      drain();
+    }
+  };
+  const ticker = tickMs ? setInterval(tick, tickMs) : null;
+
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    provider,
+    /** Looks for due webhooks now (what the timer does every tickMs; with tickMs
+     *  0, a test drives it, so the log's order is the test's). */
+    tick,
+    /** Webhooks made and not yet taken by the receiver. */
+    undelivered: () => provider.pending_webhooks() + outbox.length,
+    close() {
+      closed = true;
+      if (ticker) clearInterval(ticker);
+      for (const s of held) s.destroy();
+      flushLog();
+      const done = new Promise((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return done;
+    },
+  };
+}

@@ -1,0 +1,140 @@
+// The real run's provider server (www/real/provider.mjs): the simulation's own
+// provider behind HTTP on loopback. With a clock the test drives, every answer,
+// timeout and webhook is the one the bare provider gives for the same seed and
+// times: the HTTP layer adds no behaviour of its own. And it stays up for bad
+// requests, and keeps an append-only log on disk.
+// Run: node --test test/real-provider.test.mjs   (needs www/pkg)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { loadGrader } from '../src/node_host.mjs';
+import { startProvider } from '../real/provider.mjs';
+
+const HOLD_MS = 60;
+
+/** A request; resolves to { status, body } or { timeout: true } when the server hangs up unanswered. */
+function request(url, { method = 'GET', body } = {}) {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method, headers: body ? { 'Content-Type': 'application/json' } : {} }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body: text ? JSON.parse(text) : null }));
+    });
+    req.on('error', () => resolve({ timeout: true }));
+    req.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
+  });
+}
+
+/** A webhook receiver that refuses the first `refuse` posts (500) and keeps the rest. */
+async function receiver(refuse = 0) {
+  const got = [];
+  let seen = 0;
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (d) => { text += d; });
+    req.on('end', () => {
+      seen += 1;
+      if (seen <= refuse) { res.writeHead(500); res.end(); return; }
+      got.push(JSON.parse(text));
+      res.writeHead(204);
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/webhook`, got, seen: () => seen, close: () => new Promise((r) => server.close(r)) };
+}
+
+const waitFor = async (cond, ms = 5000) => {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+test('over HTTP, the provider answers, times out, lags and sends webhooks exactly as the simulation\'s provider does', { timeout: 60_000 }, async () => {
+  const pkg = await loadGrader();
+  const SEED = 99;
+  const bare = new pkg.CourierProvider(SEED);
+  const hooks = await receiver(3);
+  const logFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-provider-')), 'provider.log');
+  let t = 0;
+  const p = await startProvider({ seed: SEED, webhookUrl: hooks.url, clock: () => t, holdMs: HOLD_MS, tickMs: 0, retryMs: 5, logFile });
+  try {
+    let timeouts = 0;
+    const expectedHooks = [];
+    // 300 sends over 40 keys (replays within a key's memory) with lookups between.
+    for (let i = 0; i < 300; i++) {
+      t = i * 0.25;
+      const key = `k${i % 40}`;
+      const want = JSON.parse(bare.send(t, i % 40, key));
+      const got = await request(`${p.url}/send`, { method: 'POST', body: { action: i % 40, key, phone: '+15550100', body: `action ${i % 40}` } });
+      if (want.answer === 'timeout') {
+        timeouts += 1;
+        assert.deepEqual(got, { timeout: true }, `send ${i}`);
+      } else {
+        assert.deepEqual(got, { status: 200, body: want }, `send ${i}`);
+      }
+      if (i % 3 === 0) {
+        const wantL = JSON.parse(bare.lookup(t, key));
+        const gotL = await request(`${p.url}/lookup?key=${key}`);
+        assert.deepEqual(wantL.answer === 'timeout' ? { timeout: true } : { status: 200, body: wantL }, gotL, `lookup ${i}`);
+      }
+      expectedHooks.push(...JSON.parse(bare.due_webhooks(t)));
+      p.tick();
+      // The server's webhooks for this moment are out before time moves on.
+      await waitFor(() => hooks.got.length === expectedHooks.length);
+    }
+    assert.ok(timeouts > 0, 'some requests timed out (the seed\'s 5%)');
+    const strip = (w) => ({ event_id: w.event_id, key: w.key, message_id: w.message_id, status: w.status });
+    assert.deepEqual(hooks.got, expectedHooks.map(strip));
+    assert.ok(expectedHooks.length > 50, `${expectedHooks.length} webhooks`);
+    assert.equal(hooks.seen(), expectedHooks.length + 3, 'the three refused posts were sent again');
+    // The provider's own log, over HTTP and on disk, is the bare provider's.
+    const log = JSON.parse(bare.log_since(0));
+    assert.deepEqual((await request(`${p.url}/log`)).body, log);
+    const tally = await request(`${p.url}/tally`, { method: 'POST', body: { actions: Array.from({ length: 40 }, (_, i) => i) } });
+    assert.deepEqual(tally.body, JSON.parse(bare.tally(Array.from({ length: 40 }, (_, i) => i))));
+    await p.close();
+    const onDisk = fs.readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(onDisk, log);
+  } finally {
+    await p.close();
+    await hooks.close();
+  }
+});
+
+test('the provider server refuses malformed requests with 4xx and stays up; in real time its webhooks arrive', { timeout: 30_000 }, async () => {
+  const hooks = await receiver();
+  const p = await startProvider({ seed: 5, webhookUrl: hooks.url, holdMs: HOLD_MS });
+  try {
+    const bad = [
+      [{ method: 'POST', body: 'not json' }, 400],
+      [{ method: 'POST', body: [] }, 400],
+      [{ method: 'POST', body: { action: 1.5, key: 'k', phone: 'p', body: 'b' } }, 400],
+      [{ method: 'POST', body: { action: -1, key: 'k', phone: 'p', body: 'b' } }, 400],
+      [{ method: 'POST', body: { action: 1, key: 7, phone: 'p', body: 'b' } }, 400],
+      [{ method: 'POST', body: { action: 1, key: 'k'.repeat(5000), phone: 'p', body: 'b' } }, 400],
+      [{ method: 'POST', body: 'x'.repeat(70 * 1024) }, 413],
+    ];
+    for (const [opts, status] of bad) assert.equal((await request(`${p.url}/send`, opts)).status, status, JSON.stringify(opts).slice(0, 80));
+    assert.equal((await request(`${p.url}/lookup`)).status, 400);
+    assert.equal((await request(`${p.url}/nowhere`)).status, 404);
+    assert.equal((await request(`${p.url}/tally`, { method: 'POST', body: { actions: ['a'] } })).status, 400);
+    // Real time: a send that is accepted has its webhooks within the provider's 5 s
+    // (plus a late "failed" in 1%); wait for the first.
+    let accepted = null;
+    for (let i = 0; !accepted && i < 20; i++) {
+      const r = await request(`${p.url}/send`, { method: 'POST', body: { action: i, key: `real-${i}`, phone: 'p', body: 'b' } });
+      if (r.status === 200) accepted = r.body;
+    }
+    assert.ok(accepted, 'one of 20 sends was accepted');
+    await waitFor(() => hooks.got.some((h) => h.message_id === accepted.message_id), 12_000);
+  } finally {
+    await p.close();
+    await hooks.close();
+  }
+});
