@@ -12,13 +12,24 @@ const theme = EditorView.theme({
   '.cm-scroller': { fontFamily: 'var(--mono)', lineHeight: '1.5' },
   '.cm-content': { padding: '8px 0' },
   '.cm-gutters': { background: 'var(--code-bg)', borderRight: '1px solid var(--line)' },
+  // CodeMirror's own focus mark is a 1px dotted line; the page's focus ring instead.
+  '&.cm-focused': { outline: '2px solid var(--accent)', outlineOffset: '-2px' },
 });
 
 /**
- * The learner's editor. Tab indents (Escape then Tab leaves the editor, as
- * CodeMirror documents), Python's four-space indent, Ctrl/Cmd+Enter runs.
+ * The content element is the editor's tab stop and textbox: it gets a name, and an
+ * explicit tabindex (it is focusable as contenteditable anyway; this also says so to
+ * checkers that do not count contenteditable, and makes a read-only view a tab stop,
+ * so its scroller can be reached and scrolled by keyboard).
  */
-export function createEditor(parent, doc, { onChange, onRun }) {
+const contentA11y = (attrs) => EditorView.contentAttributes.of({ tabindex: '0', ...attrs });
+
+/**
+ * The learner's editor. Tab indents (Escape then Tab leaves the editor, as
+ * CodeMirror documents; `help` is the id of the text that says so), Python's
+ * four-space indent, Ctrl/Cmd+Enter runs.
+ */
+export function createEditor(parent, doc, { onChange, onRun, help }) {
   const view = new EditorView({
     parent,
     state: EditorState.create({
@@ -32,7 +43,7 @@ export function createEditor(parent, doc, { onChange, onRun }) {
         // Highest precedence: basicSetup binds Mod-Enter to "insert blank line".
         Prec.highest(keymap.of([{ key: 'Mod-Enter', run: () => { onRun(); return true; } }])),
         EditorView.updateListener.of((u) => { if (u.docChanged) onChange(u.state.doc.toString()); }),
-        EditorView.contentAttributes.of({ 'aria-label': 'solution.py' }),
+        contentA11y({ 'aria-label': 'Your code, solution.py', ...(help ? { 'aria-describedby': help } : {}) }),
         theme,
       ],
     }),
@@ -53,13 +64,14 @@ export function createEditor(parent, doc, { onChange, onRun }) {
   };
 }
 
-/** A read-only view of Python code (the side-by-side comparison). */
-export function createViewer(parent, doc) {
+/** A read-only view of Python code named `label` (the side-by-side comparison). */
+export function createViewer(parent, doc, label) {
   return new EditorView({
     parent,
     state: EditorState.create({
       doc,
-      extensions: [basicSetup, python(), EditorState.readOnly.of(true), EditorView.editable.of(false), theme],
+      extensions: [basicSetup, python(), EditorState.readOnly.of(true), EditorView.editable.of(false),
+        contentA11y({ 'aria-label': label }), theme],
     }),
   });
 }

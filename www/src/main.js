@@ -5,7 +5,7 @@
 import { marked } from 'marked';
 import { createEditor, createViewer, highlightPython } from './editor.js';
 import { Runner } from './runner.js';
-import { renderReport, h } from './results.js';
+import { renderReport, summarySentence, h } from './results.js';
 import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes } from './offline.js';
 import { loadLabGrader } from './grader_module.js';
 
@@ -28,7 +28,7 @@ const store = {
 
 const state = {
   build: null, grader: null, lab: null, editor: null, runner: null,
-  pythonReady: false, running: 0, lastReport: null, lastRun: null, runs: 0,
+  pythonReady: false, running: 0, lastReport: null, lastRun: null, runs: 0, unsavedSaid: false,
 };
 
 /** The page was built without hidden tests: the server grades them (POST grade). */
@@ -132,12 +132,12 @@ function hostMessage(e) {
         setStatus('Starter code restored. Ctrl+Z brings your code back.');
         return undefined;
       case 'run':
-        if (!$('run').disabled) runTests({ trigger: 'host', requestId: m.id });
+        if (!busy('run')) runTests({ trigger: 'host', requestId: m.id });
         else reply('error', { message: 'a run is already going; wait for its result' });
         return undefined;
       case 'submit':
         if (!hiddenOnServer()) return reply('error', { message: 'this lab grades every test in the browser; send run' });
-        if (!$('submit').disabled) submitForGrading({ trigger: 'host', requestId: m.id });
+        if (!busy('submit')) submitForGrading({ trigger: 'host', requestId: m.id });
         else reply('error', { message: 'a submission is already going; wait for its result' });
         return undefined;
       case 'ping':
@@ -205,6 +205,15 @@ if (EMBED) {
   window.addEventListener('message', onHostMessage);
 }
 
+// Run and Submit stay focusable while their work goes on (aria-disabled, not
+// disabled): a focused button that becomes disabled drops the keyboard focus.
+const busy = (id) => $(id).getAttribute('aria-disabled') === 'true';
+function setBusy(id, on) {
+  if (on) $(id).setAttribute('aria-disabled', 'true');
+  else $(id).removeAttribute('aria-disabled');
+}
+
+/** The status line, the page's one live region (index.html): say each thing once. */
 function setStatus(text, kind = '') {
   const el = $('status');
   el.textContent = text;
@@ -246,8 +255,8 @@ function openCompare() {
   const view = $('compare-view');
   $('view-mine').replaceChildren();
   $('view-ref').replaceChildren();
-  createViewer($('view-mine'), state.editor.getCode());
-  createViewer($('view-ref'), state.lab.reference_py);
+  createViewer($('view-mine'), state.editor.getCode(), 'Your solution.py');
+  createViewer($('view-ref'), state.lab.reference_py, 'Reference solution');
   view.showModal();
 }
 
@@ -305,7 +314,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
   toHost('run-started', { ...ids, via: 'browser' });
   state.running += 1;
-  $('run').disabled = true;
+  setBusy('run', true);
   $('results').setAttribute('aria-busy', 'true');
   const source = state.editor.getCode();
   if (!state.runner.loaded) {
@@ -323,7 +332,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
     outcome = { report, ms: null, stopped: null, failed: true };
   } finally {
     state.running -= 1;
-    $('run').disabled = state.running > 0;
+    setBusy('run', state.running > 0);
     $('results').removeAttribute('aria-busy');
   }
   const { report, ms, stopped } = outcome;
@@ -344,12 +353,14 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   // Results below the fold are scrolled to, without a jump when they are in view
   // (not when a host page asked for the run: its page is not ours to scroll).
   if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
-  if (outcome.failed) setStatus(report.message, 'error');
-  else if (report.status === 'error') setStatus('Your code could not be graded; the message below says why.', 'error');
-  else if (stopped === 'terminated') setStatus(`Stopped after ${limitS()} s and restarted Python. Your code is unchanged; fix the loop and run again.`, 'error');
-  else if (stopped) setStatus(`Interrupted at the ${limitS()} s limit. Your code is unchanged.`, 'error');
-  else if (hiddenOnServer() && report.status === 'pass') setStatus('Every example passes. “Submit for grading” runs the hidden tests on the course’s server.');
-  else setStatus(`Graded in ${(ms / 1000).toFixed(2)} s. Ctrl+Enter runs again; each run stops after ${limitS()} s.`);
+  // The result, announced once: the summary, then what to do next.
+  const said = summarySentence(report, { limitS: limitS(), hiddenOnServer: hiddenOnServer() });
+  if (outcome.failed) setStatus(`${said}. ${report.message}`, 'error');
+  else if (report.status === 'error') setStatus(`${said}; the message below says why.`, 'error');
+  else if (stopped === 'terminated') setStatus(`${said}. Python was stopped and restarted; your code is unchanged: fix the loop and run again.`, 'error');
+  else if (stopped) setStatus(`${said}. Your code is unchanged.`, 'error');
+  else if (hiddenOnServer() && report.status === 'pass') setStatus(`${said}. “Submit for grading” runs the hidden tests on the course’s server.`);
+  else setStatus(`${said}. Graded in ${(ms / 1000).toFixed(2)} s; Ctrl+Enter runs again, each run stops after ${limitS()} s.`);
   toHost('result', resultMessage(report, { ...ids, via: 'browser', stopped: stopped ?? null }));
   return report;
 }
@@ -396,8 +407,7 @@ function fromServer(line) {
 async function submitForGrading({ trigger = 'learner', requestId } = {}) {
   const runId = ++state.runs;
   const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
-  const button = $('submit');
-  button.disabled = true;
+  setBusy('submit', true);
   $('results').setAttribute('aria-busy', 'true');
   toHost('run-started', { ...ids, via: 'server' });
   setStatus('Submitted: the server is running every test, hidden ones included…', 'busy');
@@ -414,7 +424,7 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
   } catch (e) {
     problem = `The grading server could not be reached (${e.message || e}). Your code is unchanged; try again when you are online.`;
   } finally {
-    button.disabled = false;
+    setBusy('submit', false);
     $('results').removeAttribute('aria-busy');
   }
   if (!report) {
@@ -437,6 +447,38 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
 // ---------------------------------------------------------------------------
 // Start-up
 
+/**
+ * A box that scrolls must be reachable and scrollable by keyboard (WCAG 2.1.1): while
+ * its content overflows it is a tab stop, with `name` as a region's name when given;
+ * while it fits (a wider or taller window) it is none, so no tab stop leads nowhere.
+ */
+function keyboardScrollable(el, name) {
+  const update = () => {
+    const style = getComputedStyle(el);
+    const scrolls = (/auto|scroll/.test(style.overflowX) && el.scrollWidth > el.clientWidth)
+      || (/auto|scroll/.test(style.overflowY) && el.scrollHeight > el.clientHeight);
+    if (scrolls) el.tabIndex = 0;
+    else el.removeAttribute('tabindex');
+    if (!name) return;
+    if (scrolls) {
+      el.setAttribute('role', 'region');
+      el.setAttribute('aria-label', name);
+    } else {
+      el.removeAttribute('role');
+      el.removeAttribute('aria-label');
+    }
+  };
+  new ResizeObserver(update).observe(el);
+}
+
+/** The heading of the instructions' section that holds `el`. */
+function sectionOf(el) {
+  for (let n = el.previousElementSibling; n; n = n.previousElementSibling) {
+    if (/^H[1-3]$/.test(n.tagName)) return n.textContent.trim();
+  }
+  return 'the lab';
+}
+
 function renderInstructions(md) {
   const el = $('instructions');
   el.innerHTML = marked.parse(md); // our own Markdown, from the grader
@@ -445,6 +487,9 @@ function renderInstructions(md) {
     // Wide tables scroll on their own instead of widening the column.
     table.replaceWith(h('div.table-wrap', table.cloneNode(true)));
   }
+  keyboardScrollable(el); // the card scrolls beside the editor on a wide screen (named in index.html)
+  for (const wrap of el.querySelectorAll('.table-wrap')) keyboardScrollable(wrap, `Table: ${sectionOf(wrap)}`);
+  for (const pre of el.querySelectorAll('pre')) keyboardScrollable(pre, `Code: ${sectionOf(pre)}`);
 }
 
 async function boot() {
@@ -489,20 +534,26 @@ async function boot() {
   const saved = store.get('code');
   let savedTimer = null;
   state.editor = createEditor($('editor'), saved ?? lab.starter_py, {
-    onRun: () => { if (!$('run').disabled) runTests(); },
+    onRun: () => { if (!busy('run')) runTests(); },
+    help: 'editor-help',
     onChange: (code) => {
       // Saved on every change: a reload or a crash never loses what was typed.
       const ok = store.set('code', code);
       $('saved').textContent = ok ? 'saved' : 'not saved (storage unavailable)';
+      // #saved is not a live region (it changes on every key); a failure is said once.
+      if (!ok && !state.unsavedSaid) {
+        state.unsavedSaid = true;
+        setStatus('Your code cannot be saved on this device (storage is unavailable); copy it before you leave.', 'error');
+      }
       clearTimeout(savedTimer);
       savedTimer = setTimeout(() => { $('saved').textContent = ''; }, 1500);
     },
   });
 
-  $('run').addEventListener('click', () => runTests());
+  $('run').addEventListener('click', () => { if (!busy('run')) runTests(); });
   if (hiddenOnServer()) {
     $('submit').hidden = false;
-    $('submit').addEventListener('click', () => submitForGrading());
+    $('submit').addEventListener('click', () => { if (!busy('submit')) submitForGrading(); });
   }
   $('reset').addEventListener('click', () => {
     state.editor.setCode(lab.starter_py);

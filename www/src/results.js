@@ -195,6 +195,31 @@ function messageBlock(message, onGoToLine) {
     line && onGoToLine ? h('button.link', { type: 'button', onclick: () => onGoToLine(line) }, `Go to line ${line}`) : null);
 }
 
+/** What the summary says: its headline, and whether the hidden tests are on the server. */
+function summaryOf(report, info) {
+  const timedOut = report.tests.some((t) => t.status === 'timeout');
+  // hiddenOnServer: a page built without hidden tests graded only the examples.
+  const onServer = !!info.hiddenOnServer && !report.tests.some((t) => t.kind === 'hidden') && report.status !== 'error';
+  const allPass = report.status === 'pass';
+  const headline = allPass && onServer ? `All ${report.total} examples pass`
+    : allPass ? `All ${report.total} tests pass`
+    : report.status === 'error' ? 'Your code could not be graded'
+      : timedOut ? `Stopped at the ${info.limitS} s limit`
+        : `${report.passed} of ${report.total} tests pass`;
+  return { headline, onServer, timedOut, allPass };
+}
+
+/**
+ * The report in one sentence, for the page's live region (a screen reader hears
+ * this once per run; the results view itself is not a live region).
+ */
+export function summarySentence(report, info) {
+  const { headline, onServer } = summaryOf(report, info);
+  if (report.status === 'error') return headline;
+  const { examples: e, hidden } = report;
+  return `${headline}: examples ${e.passed} of ${e.total}, ${onServer ? 'hidden tests on the server' : `hidden ${hidden.passed} of ${hidden.total}`}`;
+}
+
 /**
  * @param {HTMLElement} root
  * @param {object} report the engine's report
@@ -204,16 +229,8 @@ function messageBlock(message, onGoToLine) {
 export function renderReport(root, report, info) {
   const examples = report.tests.filter((t) => t.kind === 'example');
   const hidden = report.tests.filter((t) => t.kind === 'hidden');
-  const timedOut = report.tests.some((t) => t.status === 'timeout');
-  // hiddenOnServer: a page built without hidden tests graded only the examples.
-  const onServer = !!info.hiddenOnServer && !hidden.length && report.status !== 'error';
-  const allPass = report.status === 'pass';
-  const headline = allPass && onServer ? `All ${report.total} examples pass`
-    : allPass ? `All ${report.total} tests pass`
-    : report.status === 'error' ? 'Your code could not be graded'
-      : timedOut ? `Stopped at the ${info.limitS} s limit`
-        : `${report.passed} of ${report.total} tests pass`;
-  const summary = h(`div.summary.${report.status}`, { role: 'status' },
+  const { headline, onServer, timedOut, allPass } = summaryOf(report, info);
+  const summary = h(`div.summary.${report.status}`,
     h('div.headline', headline),
     h('div.tallies',
       h('span.tally', `examples ${report.examples.passed}/${report.examples.total}`),
