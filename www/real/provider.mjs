@@ -198,3 +198,23 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     },
   };
 }
+
+// As a process of the real run:
+//   node provider.mjs --seed N --webhook URL [--log FILE]
+// prints its URL on the first line; SIGTERM or SIGINT closes it (the log file kept).
+if (process.argv[1] && new URL(import.meta.url).pathname === (await import('node:path')).resolve(process.argv[1])) {
+  const arg = (name) => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const seed = Number(arg('--seed'));
+  if (!Number.isInteger(seed) || seed < 0) {
+    console.error('usage: node provider.mjs --seed N --webhook URL [--log FILE]');
+    process.exit(2);
+  }
+  const p = await startProvider({ seed, webhookUrl: arg('--webhook'), logFile: arg('--log') });
+  console.log(p.url);
+  const stop = () => p.close().then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

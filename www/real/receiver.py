@@ -1,0 +1,81 @@
+"""The webhook receiver of the courier lab's real run: an HTTP server on loopback
+that hands each webhook the provider posts to the learner's on_webhook, on the
+run's PostgreSQL.
+
+    python receiver.py --solution FILE --dsn DSN
+
+Prints its URL on the first line of stdout. A webhook that on_webhook raises on
+(the database restarting, say) is answered 500, so the provider sends it again;
+taken, it is answered 204. SIGTERM ends it.
+"""
+
+import argparse
+import http.server
+import json
+import signal
+import sys
+import traceback
+
+import labdb
+import pieces
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def make_handler(solution, db):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            try:
+                n = int(self.headers.get("Content-Length") or 0)
+                if not 0 < n <= MAX_BODY_BYTES:
+                    return self._answer(400)
+                e = json.loads(self.rfile.read(n))
+                event = pieces.Event(str(e["event_id"]), str(e["key"]), str(e["message_id"]), str(e["status"]))
+            except (ValueError, KeyError, TypeError):
+                return self._answer(400)
+            try:
+                solution.on_webhook(db, event)
+            except Exception:
+                # Not taken: the provider sends it again. The connection's
+                # transaction, if the piece left one, is not carried over.
+                traceback.print_exc(limit=3, file=sys.stderr)
+                try:
+                    db.rollback()
+                except Exception:
+                    pass
+                return self._answer(500)
+            self._answer(204)
+
+        def _answer(self, status):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--solution", required=True)
+    p.add_argument("--dsn", required=True)
+    a = p.parse_args(argv)
+    solution = pieces.load_solution(a.solution)
+    db = labdb.Connection(a.dsn)
+    server = http.server.HTTPServer(("127.0.0.1", 0), make_handler(solution, db))
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(f"http://127.0.0.1:{server.server_address[1]}/webhook", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        db.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
