@@ -370,7 +370,7 @@ impl Report {
                     o["message"] = json!(shown_message(t).unwrap_or_default());
                 }
                 if let Some(out) = &t.output {
-                    o["output"] = json!(cap_chars(out, 500)); // Exercism's own cap
+                    o["output"] = json!(exercism_output(out));
                 }
                 let sheet = sheets.iter().find(|s| s.name == t.name);
                 o["test_code"] = json!(match t.kind {
@@ -578,6 +578,20 @@ fn shown_message(t: &TestReport) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The most characters of a test's output Exercism takes, a note of a cut included.
+pub const EXERCISM_OUTPUT_CAP: usize = 500;
+
+/// A test's output within Exercism's cap: its start, and a note when it was cut.
+fn exercism_output(out: &str) -> String {
+    const NOTE: &str = "\n[cut: Exercism shows 500 characters of output]";
+    if out.chars().nth(EXERCISM_OUTPUT_CAP).is_none() {
+        return out.to_string();
+    }
+    let keep = EXERCISM_OUTPUT_CAP - NOTE.chars().count();
+    let end = out.char_indices().nth(keep).map_or(out.len(), |(i, _)| i);
+    format!("{}{NOTE}", &out[..end])
 }
 
 /// The first `n` characters of `s`, with a note when something was cut.

@@ -190,6 +190,8 @@ struct LabDetails {
     tests: Vec<TestSummary>,
     world_ops: &'static [WorldOp],
     store: bool,
+    /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
+    tasks: Vec<&'static str>,
 }
 
 #[wasm_bindgen]
@@ -234,6 +236,7 @@ impl Grader {
                 .collect(),
             world_ops: i.world_ops,
             store: i.store,
+            tasks: i.tasks.iter().map(|t| t.heading).collect(),
         })
     }
 

@@ -123,6 +123,29 @@ fn an_exercism_message_stays_under_its_cap_in_bytes() {
     assert!(m.chars().count() <= FIELD_CAP_CHARS + 64);
 }
 
+/// Exercism shows at most 500 characters of a test's output: a longer one is cut
+/// to fit, the note of the cut included.
+#[test]
+fn an_exercism_tests_output_fits_in_500_characters() {
+    let mut t =
+        delivery_lab::report::TestReport::new("prints", TestKind::Example, TestStatus::Pass, None);
+    t.output = Some("\u{e9}".repeat(3000));
+    let short = "two lines\nof output".to_string();
+    let mut u = t.clone();
+    u.name = "prints less".into();
+    u.output = Some(short.clone());
+    let report = Report::new("deliver-once", 1, 0, vec![t, u]);
+    let v: serde_json::Value = serde_json::from_str(&report.to_exercism(&[])).unwrap();
+    let out = v["tests"][0]["output"].as_str().unwrap();
+    assert_eq!(
+        out.chars().count(),
+        delivery_lab::report::EXERCISM_OUTPUT_CAP,
+        "{out}"
+    );
+    assert!(out.starts_with("\u{e9}\u{e9}") && out.ends_with("characters of output]"));
+    assert_eq!(v["tests"][1]["output"].as_str(), Some(short.as_str()));
+}
+
 /// PrairieLearn's results: a score from 0 to 1, each test's points, a hidden test
 /// shown by name and points only; a report that graded nothing is not gradable
 /// and says why.
