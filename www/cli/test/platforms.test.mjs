@@ -60,6 +60,13 @@ function results(file, validate) {
   return json;
 }
 
+/** The schema is no formality: `json` broken by `breakIt` no longer passes it. */
+function refused(validate, json, breakIt) {
+  const broken = structuredClone(json);
+  breakIt(broken);
+  assert.ok(!validate(broken), `the schema accepts ${JSON.stringify(broken).slice(0, 300)}`);
+}
+
 /** Runs `cmd` (resolves to { code, stdout, stderr }). */
 function run(cmd, args, opts = {}) {
   return new Promise((resolve) => {
@@ -131,6 +138,8 @@ test('gradescope: autograder.zip runs as Gradescope runs it and writes results.j
   assert.equal(ok.score, lab.tests.length);
   assert.ok(ok.tests.every((t) => t.status === 'passed' && t.score === t.max_score));
   for (const t of ok.tests) assert.equal(t.visibility, hidden(t.name) ? 'after_due_date' : 'visible', t.name);
+  refused(validate, ok, (r) => { r.tests[0].status = 'ok'; });
+  refused(validate, ok, (r) => { r.tests[0].visiblity = 'visible'; });
 
   const wrong = await grade(agPublished, s.wrong);
   assert.ok(wrong.score > 0 && wrong.score < lab.tests.length, String(wrong.score));
@@ -189,6 +198,8 @@ test('prairielearn: the question grades externally as PrairieLearn runs it and w
   const ok = await grade(s.correct);
   assert.deepEqual([ok.gradable, ok.score], [true, 1]);
   assert.equal(ok.tests.length, lab.tests.length);
+  refused(validate, ok, (r) => { r.score = 23; });
+  refused(validate, ok, (r) => { delete r.score; });
 
   const wrong = await grade(s.wrong);
   assert.equal(wrong.gradable, true);
@@ -258,6 +269,8 @@ test('exercism: bin/run.sh follows the test runner interface and writes results.
   const fallback = ok.tests.find((t) => t.name === 'a permanent failure goes to the fallback channel');
   assert.equal(fallback.task_id, lab.tasks.indexOf(lab.tasks.find((h) => h.startsWith('`next_step('))) + 1);
   assert.match(fallback.test_code, /\nassert next_step\(.*\) == \('fallback', 'sms'\)$/);
+  refused(validate, ok, (r) => { delete r.tests[0].test_code; });
+  refused(validate, ok, (r) => { r.version = 2; });
 
   const wrong = await graded({ [solution]: WRONG });
   assert.equal(wrong.status, 'fail');
