@@ -356,33 +356,29 @@ impl Report {
     /// its code from `sheets` (the lab's, `Lab::test_sheets`); a hidden test's code
     /// says only that it is hidden.
     pub fn to_exercism(&self, sheets: &[TestSheet]) -> String {
-        let tests: Vec<_> = self
-            .tests
-            .iter()
-            .map(|t| {
-                let status = match t.status {
-                    TestStatus::Pass => "pass",
-                    TestStatus::Fail => "fail",
-                    TestStatus::Error | TestStatus::Timeout => "error",
-                };
-                let mut o = json!({ "name": t.name, "status": status });
-                if t.status != TestStatus::Pass {
-                    o["message"] = json!(shown_message(t).unwrap_or_default());
-                }
-                if let Some(out) = &t.output {
-                    o["output"] = json!(exercism_output(out));
-                }
-                let sheet = sheets.iter().find(|s| s.name == t.name);
-                o["test_code"] = json!(match t.kind {
-                    TestKind::Hidden => HIDDEN_TEST_CODE,
-                    TestKind::Example => sheet.and_then(|s| s.code.as_deref()).unwrap_or(""),
-                });
-                if let Some(s) = sheet {
-                    o["task_id"] = json!(s.task_id);
-                }
-                o
-            })
-            .collect();
+        let tests = self.each_test(|t| {
+            let status = match t.status {
+                TestStatus::Pass => "pass",
+                TestStatus::Fail => "fail",
+                TestStatus::Error | TestStatus::Timeout => "error",
+            };
+            let mut o = json!({ "name": t.name, "status": status });
+            if t.status != TestStatus::Pass {
+                o["message"] = json!(shown_message(t).unwrap_or_default());
+            }
+            if let Some(out) = &t.output {
+                o["output"] = json!(exercism_output(out));
+            }
+            let sheet = sheets.iter().find(|s| s.name == t.name);
+            o["test_code"] = json!(match t.kind {
+                TestKind::Hidden => HIDDEN_TEST_CODE,
+                TestKind::Example => sheet.and_then(|s| s.code.as_deref()).unwrap_or(""),
+            });
+            if let Some(s) = sheet {
+                o["task_id"] = json!(s.task_id);
+            }
+            o
+        });
         let status = match self.status {
             RunStatus::Pass => "pass",
             RunStatus::Fail => "fail",
@@ -398,26 +394,22 @@ impl Report {
     /// Gradescope's autograder `results.json`. Hidden tests carry the given visibility
     /// (`hidden`, `after_due_date` or `after_published`); examples are always visible.
     pub fn to_gradescope(&self, hidden_visibility: &str) -> String {
-        let tests: Vec<_> = self
-            .tests
-            .iter()
-            .map(|t| {
-                let mut o = json!({
-                    "name": t.name,
-                    "score": t.points,
-                    "max_score": t.max_points,
-                    "status": if t.status == TestStatus::Pass { "passed" } else { "failed" },
-                    "visibility": match t.kind {
-                        TestKind::Example => "visible",
-                        TestKind::Hidden => hidden_visibility,
-                    },
-                });
-                if let Some(output) = shown_message(t).filter(|m| !m.is_empty()) {
-                    o["output"] = json!(output);
-                }
-                o
-            })
-            .collect();
+        let tests = self.each_test(|t| {
+            let mut o = json!({
+                "name": t.name,
+                "score": t.points,
+                "max_score": t.max_points,
+                "status": if t.status == TestStatus::Pass { "passed" } else { "failed" },
+                "visibility": match t.kind {
+                    TestKind::Example => "visible",
+                    TestKind::Hidden => hidden_visibility,
+                },
+            });
+            if let Some(output) = shown_message(t).filter(|m| !m.is_empty()) {
+                o["output"] = json!(output);
+            }
+            o
+        });
         let root = json!({
             "score": self.score,
             "max_score": self.max_score,
@@ -434,24 +426,20 @@ impl Report {
     /// functions) is not gradable: PrairieLearn then counts no attempt, and shows why
     /// from `format_errors`.
     pub fn to_prairielearn(&self) -> String {
-        let tests: Vec<_> = self
-            .tests
-            .iter()
-            .map(|t| {
-                let mut o = json!({
-                    "name": t.name,
-                    "points": t.points,
-                    "max_points": t.max_points,
-                });
-                if let Some(m) = shown_message(t).filter(|m| !m.is_empty()) {
-                    o["message"] = json!(m);
-                }
-                if let Some(out) = &t.output {
-                    o["output"] = json!(out);
-                }
-                o
-            })
-            .collect();
+        let tests = self.each_test(|t| {
+            let mut o = json!({
+                "name": t.name,
+                "points": t.points,
+                "max_points": t.max_points,
+            });
+            if let Some(m) = shown_message(t).filter(|m| !m.is_empty()) {
+                o["message"] = json!(m);
+            }
+            if let Some(out) = &t.output {
+                o["output"] = json!(out);
+            }
+            o
+        });
         let score = match self.max_score {
             0 => 0.0,
             max => f64::from(self.score) / f64::from(max),
@@ -467,6 +455,11 @@ impl Report {
             root["format_errors"] = json!([m]);
         }
         serde_json::to_string_pretty(&root).expect("serializes")
+    }
+
+    /// Each test as one object of a platform's JSON, made by `one`.
+    fn each_test(&self, one: impl Fn(&TestReport) -> serde_json::Value) -> Vec<serde_json::Value> {
+        self.tests.iter().map(one).collect()
     }
 
     /// One paragraph for a platform's page: the tally, the seed and how to replay it,
