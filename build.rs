@@ -209,10 +209,11 @@ fn deliver_once_source(cases: &[Case]) -> String {
         let rules: Vec<String> = c.rules.iter().map(|r| format!("Rule::{r:?}")).collect();
         write!(
             out,
-            "        case(\n            {:?},\n            {:?},\n            TestKind::{kind},\n            &[{}],\n            ",
+            "        case(\n            {:?},\n            {:?},\n            TestKind::{kind},\n            &[{}],\n            {:?},\n            ",
             c.file,
             c.name,
-            rules.join(", ")
+            rules.join(", "),
+            c.section.name()
         )
         .unwrap();
         match &c.body {

@@ -3,7 +3,7 @@
 //! every host implements once). Adding one means a module like `deliver_once` and a
 //! line in `labs()` (the README's "Adding a lab").
 
-use crate::report::{Audience, Report, TestKind, TestReport, TestStatus};
+use crate::report::{Audience, Report, TestKind, TestReport, TestSheet, TestStatus};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
 use std::any::Any;
@@ -30,6 +30,19 @@ pub enum Arg {
 pub struct WorldOp {
     pub name: &'static str,
     pub args: &'static [Arg],
+}
+
+/// One task of a lab: a section of its `lab.md` that the learner works through.
+/// Exercism numbers a lab's tasks from 1 in the order `LabInfo::tasks` lists them
+/// (a test's `task_id`); every test belongs to exactly one task.
+#[derive(Debug)]
+pub struct LabTask {
+    /// The section's heading, as `lab.md` writes it after its `#`s.
+    pub heading: &'static str,
+    /// The learner functions the section is about: a test of one of them belongs here.
+    pub functions: &'static [&'static str],
+    /// Tests that call no single function (a system run), by name.
+    pub tests: &'static [&'static str],
 }
 
 /// What a host needs to know about a lab to present it.
@@ -61,12 +74,35 @@ pub struct LabInfo {
     /// Whether the learner's calls get a database that the host keeps on its trusted
     /// side (the bridge's store), reached through the world's operations.
     pub store: bool,
+    /// The sections of `lab.md` that are its tasks, in order (see `LabTask`).
+    pub tasks: &'static [LabTask],
+}
+
+impl LabInfo {
+    /// The task (numbered from 1) whose section is about `function`.
+    pub fn task_of_function(&self, function: &str) -> Option<u32> {
+        self.task_where(|t| t.functions.contains(&function))
+    }
+
+    /// The task (numbered from 1) that names the test `name` as its own.
+    pub fn task_of_test(&self, name: &str) -> Option<u32> {
+        self.task_where(|t| t.tests.contains(&name))
+    }
+
+    fn task_where(&self, pred: impl Fn(&LabTask) -> bool) -> Option<u32> {
+        let i = self.tasks.iter().position(pred)?;
+        Some(u32::try_from(i + 1).expect("a lab has few tasks"))
+    }
 }
 
 pub trait Lab: Sync {
     fn info(&self) -> &'static LabInfo;
     /// Every test's name and kind, in report order, without running anything.
     fn tests(&self) -> Vec<(String, TestKind)>;
+    /// What a learner may read of each test before it runs (its task; an example's
+    /// code), in report order. A hidden test's sheet carries no code: nothing of its
+    /// data is read to make it.
+    fn test_sheets(&self) -> Vec<TestSheet>;
     /// Runs every test against the learner's code that `host` reaches, and reports.
     fn grade(
         &self,

@@ -1,5 +1,6 @@
 //! One report model for every lab and host, and the formats made from it: the
-//! project's own JSON, Exercism's `results.json` (version 3) and Gradescope's.
+//! project's own JSON, Exercism's `results.json` (version 3), Gradescope's and
+//! PrairieLearn's.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -200,6 +201,26 @@ impl TestReport {
     }
 }
 
+/// What a learner may read of a test before it runs, for the formats that show it
+/// (Exercism's `task_id` and `test_code`). Each lab makes its own (`Lab::test_sheets`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestSheet {
+    pub name: String,
+    /// The lab's task it belongs to, numbered from 1 (`LabInfo::tasks`).
+    pub task_id: u32,
+    /// An example's calls and what each must return, in Python. None for a hidden test.
+    pub code: Option<String>,
+}
+
+/// A hidden test's `test_code`: that it is hidden, and nothing of it.
+pub const HIDDEN_TEST_CODE: &str = "# A hidden test: its code is not shown.";
+
+/// The longest top-level `message` Exercism takes (its interface: 65,535, fewer when
+/// characters take several bytes). A report's message is cut far below that, at
+/// `FIELD_CAP_CHARS`, even if each of its characters took four bytes.
+pub const EXERCISM_MESSAGE_CAP: usize = 65_535;
+const _: () = assert!(4 * (FIELD_CAP_CHARS + 64) < EXERCISM_MESSAGE_CAP);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tally {
     pub passed: usize,
@@ -331,27 +352,33 @@ impl Report {
         serde_json::to_string_pretty(self).expect("a report always serializes")
     }
 
-    /// Exercism's test-runner `results.json`, version 3.
-    pub fn to_exercism(&self) -> String {
-        let tests: Vec<_> = self
-            .tests
-            .iter()
-            .map(|t| {
-                let status = match t.status {
-                    TestStatus::Pass => "pass",
-                    TestStatus::Fail => "fail",
-                    TestStatus::Error | TestStatus::Timeout => "error",
-                };
-                let mut o = json!({ "name": t.name, "status": status });
-                if t.status != TestStatus::Pass {
-                    o["message"] = json!(t.message.clone().unwrap_or_else(|| hidden_note(t)));
-                }
-                if let Some(out) = &t.output {
-                    o["output"] = json!(cap_chars(out, 500)); // Exercism's own cap
-                }
-                o
-            })
-            .collect();
+    /// Exercism's test-runner `results.json`, version 3: each test with its task and
+    /// its code from `sheets` (the lab's, `Lab::test_sheets`); a hidden test's code
+    /// says only that it is hidden.
+    pub fn to_exercism(&self, sheets: &[TestSheet]) -> String {
+        let tests = self.each_test(|t| {
+            let status = match t.status {
+                TestStatus::Pass => "pass",
+                TestStatus::Fail => "fail",
+                TestStatus::Error | TestStatus::Timeout => "error",
+            };
+            let mut o = json!({ "name": t.name, "status": status });
+            if t.status != TestStatus::Pass {
+                o["message"] = json!(shown_message(t).unwrap_or_default());
+            }
+            if let Some(out) = &t.output {
+                o["output"] = json!(exercism_output(out));
+            }
+            let sheet = sheets.iter().find(|s| s.name == t.name);
+            o["test_code"] = json!(match t.kind {
+                TestKind::Hidden => HIDDEN_TEST_CODE,
+                TestKind::Example => sheet.and_then(|s| s.code.as_deref()).unwrap_or(""),
+            });
+            if let Some(s) = sheet {
+                o["task_id"] = json!(s.task_id);
+            }
+            o
+        });
         let status = match self.status {
             RunStatus::Pass => "pass",
             RunStatus::Fail => "fail",
@@ -365,34 +392,80 @@ impl Report {
     }
 
     /// Gradescope's autograder `results.json`. Hidden tests carry the given visibility
-    /// (`hidden` or `after_due_date`); examples are always visible.
+    /// (`hidden`, `after_due_date` or `after_published`); examples are always visible.
     pub fn to_gradescope(&self, hidden_visibility: &str) -> String {
-        let tests: Vec<_> = self
-            .tests
-            .iter()
-            .map(|t| {
-                let mut o = json!({
-                    "name": t.name,
-                    "score": t.points,
-                    "max_score": t.max_points,
-                    "status": if t.status == TestStatus::Pass { "passed" } else { "failed" },
-                    "visibility": match t.kind {
-                        TestKind::Example => "visible",
-                        TestKind::Hidden => hidden_visibility,
-                    },
-                });
-                let output = match (&t.message, t.status) {
-                    (Some(m), _) => m.clone(),
-                    (None, TestStatus::Pass) => String::new(),
-                    (None, _) => hidden_note(t),
-                };
-                if !output.is_empty() {
-                    o["output"] = json!(output);
-                }
-                o
-            })
-            .collect();
-        let mut output = format!(
+        let tests = self.each_test(|t| {
+            let mut o = json!({
+                "name": t.name,
+                "score": t.points,
+                "max_score": t.max_points,
+                "status": if t.status == TestStatus::Pass { "passed" } else { "failed" },
+                "visibility": match t.kind {
+                    TestKind::Example => "visible",
+                    TestKind::Hidden => hidden_visibility,
+                },
+            });
+            if let Some(output) = shown_message(t).filter(|m| !m.is_empty()) {
+                o["output"] = json!(output);
+            }
+            o
+        });
+        let root = json!({
+            "score": self.score,
+            "max_score": self.max_score,
+            "output": self.summary(),
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": tests,
+        });
+        serde_json::to_string_pretty(&root).expect("serializes")
+    }
+
+    /// PrairieLearn's external-grader `results.json`: `score` from 0 to 1 and each
+    /// test with its points. A report that graded nothing (a syntax error, no
+    /// functions) is not gradable: PrairieLearn then counts no attempt, and shows why
+    /// from `format_errors`.
+    pub fn to_prairielearn(&self) -> String {
+        let tests = self.each_test(|t| {
+            let mut o = json!({
+                "name": t.name,
+                "points": t.points,
+                "max_points": t.max_points,
+            });
+            if let Some(m) = shown_message(t).filter(|m| !m.is_empty()) {
+                o["message"] = json!(m);
+            }
+            if let Some(out) = &t.output {
+                o["output"] = json!(out);
+            }
+            o
+        });
+        let score = match self.max_score {
+            0 => 0.0,
+            max => f64::from(self.score) / f64::from(max),
+        };
+        let gradable = self.status != RunStatus::Error;
+        let mut root = json!({
+            "gradable": gradable,
+            "score": score,
+            "message": self.summary(),
+            "tests": tests,
+        });
+        if let (false, Some(m)) = (gradable, &self.message) {
+            root["format_errors"] = json!([m]);
+        }
+        serde_json::to_string_pretty(&root).expect("serializes")
+    }
+
+    /// Each test as one object of a platform's JSON, made by `one`.
+    fn each_test(&self, one: impl Fn(&TestReport) -> serde_json::Value) -> Vec<serde_json::Value> {
+        self.tests.iter().map(one).collect()
+    }
+
+    /// One paragraph for a platform's page: the tally, the seed and how to replay it,
+    /// after the report's own message when it has one.
+    fn summary(&self) -> String {
+        let tally = format!(
             "{}: {} of {} tests passed (examples {}/{}, hidden {}/{}). Seed {}; replay with: {}",
             self.lab,
             self.passed,
@@ -404,18 +477,10 @@ impl Report {
             self.seed,
             self.replay
         );
-        if let Some(m) = &self.message {
-            output = format!("{m}\n\n{output}");
+        match &self.message {
+            Some(m) => format!("{m}\n\n{tally}"),
+            None => tally,
         }
-        let root = json!({
-            "score": self.score,
-            "max_score": self.max_score,
-            "output": output,
-            "visibility": "visible",
-            "stdout_visibility": "hidden",
-            "tests": tests,
-        });
-        serde_json::to_string_pretty(&root).expect("serializes")
     }
 
     /// A plain-text summary for terminals.
@@ -496,12 +561,30 @@ pub fn terminal_safe(s: &str) -> String {
     out
 }
 
-fn hidden_note(t: &TestReport) -> String {
-    if t.kind == TestKind::Hidden {
-        "This is a hidden test: its details are not shown.".into()
-    } else {
-        String::new()
+/// What a platform shows of a test: its message, or for a hidden test that did
+/// not pass, that it is hidden (a learner's hidden test carries no message).
+fn shown_message(t: &TestReport) -> Option<String> {
+    match (&t.message, t.kind, t.status) {
+        (Some(m), _, _) => Some(m.clone()),
+        (None, TestKind::Hidden, s) if s != TestStatus::Pass => {
+            Some("This is a hidden test: its details are not shown.".into())
+        }
+        _ => None,
     }
+}
+
+/// The most characters of a test's output Exercism takes, a note of a cut included.
+pub const EXERCISM_OUTPUT_CAP: usize = 500;
+
+/// A test's output within Exercism's cap: its start, and a note when it was cut.
+fn exercism_output(out: &str) -> String {
+    const NOTE: &str = "\n[cut: Exercism shows 500 characters of output]";
+    if out.chars().nth(EXERCISM_OUTPUT_CAP).is_none() {
+        return out.to_string();
+    }
+    let keep = EXERCISM_OUTPUT_CAP - NOTE.chars().count();
+    let end = out.char_indices().nth(keep).map_or(out.len(), |(i, _)| i);
+    format!("{}{NOTE}", &out[..end])
 }
 
 /// The first `n` characters of `s`, with a note when something was cut.

@@ -39,17 +39,21 @@ fn find_lab(lab_id: &str) -> Result<&'static dyn Lab, JsError> {
 }
 
 /// A report in the format a host asks for: `json` (the default, the project's own),
-/// `text`, `exercism`, `gradescope` (hidden tests visible after the due date) or
-/// `gradescope-hidden` (hidden tests never shown to students).
+/// `text`, `exercism` (with the lab's test sheets), `gradescope` (hidden tests
+/// visible after the due date), `gradescope-published` (hidden tests visible once
+/// the grades are published), `gradescope-hidden` (hidden tests never shown to
+/// students) or `prairielearn`.
 fn render(report: &Report, format: Option<String>) -> Result<String, JsError> {
     match format.as_deref().unwrap_or("json") {
         "json" => Ok(report.to_json()),
         "text" => Ok(report.to_text()),
-        "exercism" => Ok(report.to_exercism()),
+        "exercism" => Ok(report.to_exercism(&find_lab(&report.lab)?.test_sheets())),
         "gradescope" => Ok(report.to_gradescope("after_due_date")),
+        "gradescope-published" => Ok(report.to_gradescope("after_published")),
         "gradescope-hidden" => Ok(report.to_gradescope("hidden")),
+        "prairielearn" => Ok(report.to_prairielearn()),
         other => Err(js_error(format!(
-            "Unknown report format `{other}`: use json, text, exercism, gradescope or gradescope-hidden"
+            "Unknown report format `{other}`: use json, text, exercism, gradescope, gradescope-published, gradescope-hidden or prairielearn"
         ))),
     }
 }
@@ -172,6 +176,8 @@ struct LabDetails {
     tests: Vec<TestSummary>,
     world_ops: &'static [WorldOp],
     store: bool,
+    /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
+    tasks: Vec<&'static str>,
 }
 
 #[wasm_bindgen]
@@ -217,6 +223,7 @@ impl Grader {
                 .collect(),
             world_ops: i.world_ops,
             store: i.store,
+            tasks: i.tasks.iter().map(|t| t.heading).collect(),
         })
     }
 

@@ -133,3 +133,30 @@ fn a_toml_syntax_error_names_the_file() {
         "{e}"
     );
 }
+
+/// A case belongs to one section of lab.md (Exercism's task): the function it calls,
+/// or, when it calls both, the one its `section` names.
+#[test]
+fn a_case_that_calls_both_functions_names_its_section() {
+    let both = "[[case]]\nname = \"both\"\nrules = [\"permanent\"]\nprovider = [{ answer = \"permanent\", reason = \"410\" }]\n[[case.step]]\nat_s = 0\ncall = \"deliver_once\"\n[[case.step]]\nat_s = 0\ncall = \"next_step\"\nresult = { answer = \"permanent\", reason = \"410\" }\n";
+    let e = error_of(both);
+    assert!(e.contains("case[0].section"), "{e}");
+    assert!(e.contains("calls both deliver_once and next_step"), "{e}");
+    let named = load(&format!(
+        "{GOOD_HEAD}{}",
+        both.replace("rules =", "section = \"next_step\"\nrules =")
+    ))
+    .unwrap();
+    assert_eq!(named[0].section, case_format::CallName::NextStep);
+    // One function: the section is its own, and a section it never calls is refused.
+    let one = load(&format!(
+        "{GOOD_HEAD}[[case]]\nname = \"one\"\nrules = [\"claim\"]\n[[case.step]]\nat_s = 0\ncall = \"deliver_once\"\n"
+    ))
+    .unwrap();
+    assert_eq!(one[0].section, case_format::CallName::DeliverOnce);
+    let e = error_of("[[case]]\nname = \"elsewhere\"\nrules = [\"claim\"]\nsection = \"next_step\"\n[[case.step]]\nat_s = 0\ncall = \"deliver_once\"\n");
+    assert!(
+        e.contains("case[0].section") && e.contains("never calls next_step"),
+        "{e}"
+    );
+}

@@ -197,3 +197,118 @@ fn every_lab_grades_through_the_one_learner_host() {
         );
     }
 }
+
+/// The `## `/`### ` headings of a lab's text, without their `#`s.
+fn headings(md: &str) -> Vec<&str> {
+    md.lines()
+        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
+        .map(str::trim)
+        .collect()
+}
+
+/// A lab's tasks (Exercism's `task_id`) are sections of its text, and every test
+/// belongs to exactly one of them: each learner function is in one task's list, each
+/// test the registry names a task for is one of the lab's, and each test's sheet
+/// has a task; every task holds at least one test.
+#[test]
+fn every_task_is_a_section_of_the_labs_text_and_every_test_has_one() {
+    for lab in delivery_lab::labs() {
+        let info = lab.info();
+        let sections = headings(info.instructions_md);
+        assert!(!info.tasks.is_empty(), "{}: no tasks", info.id);
+        for task in info.tasks {
+            assert!(
+                sections.contains(&task.heading),
+                "{}: the task {:?} is no section of lab.md (its sections: {sections:?})",
+                info.id,
+                task.heading
+            );
+        }
+        let names: Vec<String> = lab.tests().into_iter().map(|(n, _)| n).collect();
+        for f in info.functions {
+            let owners = info
+                .tasks
+                .iter()
+                .filter(|t| t.functions.contains(f))
+                .count();
+            assert_eq!(owners, 1, "{}: {f} is in {owners} tasks", info.id);
+        }
+        for t in info.tasks.iter().flat_map(|t| t.tests) {
+            assert!(
+                names.iter().any(|n| n == t),
+                "{}: the registry's test {t:?} is not one of the lab's",
+                info.id
+            );
+        }
+        let sheets = lab.test_sheets();
+        let sheet_names: Vec<&str> = sheets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            sheet_names, names,
+            "{}: one sheet per test, in report order",
+            info.id
+        );
+        // Without the hidden tests, a task may hold none (courier's heartbeat).
+        for (i, _) in info
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|_| cfg!(feature = "hidden"))
+        {
+            let id = u32::try_from(i + 1).unwrap();
+            assert!(
+                sheets.iter().any(|s| s.task_id == id),
+                "{}: task {id} ({}) holds no test",
+                info.id,
+                info.tasks[i].heading
+            );
+        }
+        assert!(sheets
+            .iter()
+            .all(|s| (1..=info.tasks.len()).contains(&(s.task_id as usize))));
+    }
+}
+
+/// An example's code is the calls it makes, each with what it must return, in
+/// Python; a hidden test's sheet has none (its data stays out of every report).
+#[test]
+fn an_examples_code_is_its_calls_and_results_and_a_hidden_test_has_none() {
+    for lab in delivery_lab::labs() {
+        let kinds: Vec<_> = lab.tests().into_iter().map(|(_, k)| k).collect();
+        for (sheet, kind) in lab.test_sheets().iter().zip(kinds) {
+            match kind {
+                delivery_lab::TestKind::Hidden => {
+                    assert_eq!(sheet.code, None, "{}", sheet.name)
+                }
+                delivery_lab::TestKind::Example => {
+                    let code = sheet.code.as_deref().unwrap_or("");
+                    assert!(!code.is_empty(), "{}: an example with no code", sheet.name);
+                }
+            }
+        }
+    }
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let sheets = lab.test_sheets();
+    let fresh = &sheets[0];
+    assert_eq!(fresh.name, "a fresh task is claimed, sent and marked done");
+    assert_eq!(fresh.task_id, 1, "deliver_once's section");
+    assert_eq!(
+        fresh.code.as_deref().unwrap(),
+        "# every provider.send answers SendResult(ok=True, permanent=False, reason='200 OK', retry_after_s=None)\nassert deliver_once(Task(key='order-1042:shipped', kind='critical', attempt=0, expires_at=3600.0, fallback='sms'), provider, kv, Policy(claim_ttl_s=30.0, at_most_once=False, min_delay_s=1.0, base_delay_s=2.0, max_attempts=5)) == 'sent'"
+    );
+    let fallback = &sheets[2];
+    assert_eq!(
+        fallback.task_id, 2,
+        "named in its case: next_step's section"
+    );
+    let code = fallback.code.as_deref().unwrap();
+    assert!(
+        code.contains("\nassert next_step(Task(key='order-1042:shipped'"),
+        "{code}"
+    );
+    assert!(code.ends_with(", rng) == ('fallback', 'sms')"), "{code}");
+    let courier = delivery_lab::lab_by_id("courier").unwrap().test_sheets();
+    assert_eq!(
+        courier[0].code.as_deref(),
+        Some("assert claim(db, \"w1\", 10000, cfg) == (3, 1)")
+    );
+}

@@ -8,7 +8,11 @@ mod common;
 
 use common::mutants::{Mutant, M};
 use delivery_lab::deliver_once::{self, reference::Reference, DEFAULT_SEED};
-use delivery_lab::report::{Audience, Report, RunStatus, TestKind, TestStatus};
+use delivery_lab::report::{
+    Audience, Report, RunStatus, TestKind, TestSheet, TestStatus, EXERCISM_MESSAGE_CAP,
+    FIELD_CAP_CHARS, HIDDEN_TEST_CODE,
+};
+use delivery_lab::Lab;
 use std::path::Path;
 
 fn snapshot(name: &str, actual: &str) {
@@ -35,6 +39,10 @@ fn learner_report(solution: &mut dyn deliver_once::Solution) -> Report {
     deliver_once::grade(solution, DEFAULT_SEED, Audience::Learner)
 }
 
+fn sheets() -> Vec<TestSheet> {
+    deliver_once::DeliverOnce.test_sheets()
+}
+
 #[test]
 fn the_project_json_matches_its_snapshots() {
     snapshot(
@@ -55,12 +63,136 @@ fn the_project_json_matches_its_snapshots() {
 #[test]
 fn the_exercism_results_match_their_snapshot() {
     let report = learner_report(&mut Mutant(M::ClaimWithoutTtl));
-    let out = report.to_exercism();
+    let out = report.to_exercism(&sheets());
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["version"], 3);
     assert_eq!(v["status"], "fail");
     assert_eq!(v["tests"].as_array().unwrap().len(), report.total);
     snapshot("deliver-once-claim-without-ttl.exercism.json", &out);
+}
+
+/// Version 3 of Exercism's interface: every test has its code (version 2 on) and
+/// its task; an example's code is its calls with their results, a hidden test's
+/// only says it is hidden, whatever the audience.
+#[test]
+fn every_exercism_test_has_its_code_and_task() {
+    let sheets = sheets();
+    for audience in [Audience::Learner, Audience::Staff] {
+        let report = deliver_once::grade(&mut Mutant(M::ClaimWithoutTtl), 7, audience);
+        let v: serde_json::Value = serde_json::from_str(&report.to_exercism(&sheets)).unwrap();
+        for (t, r) in v["tests"].as_array().unwrap().iter().zip(&report.tests) {
+            let code = t["test_code"].as_str().unwrap();
+            let task = t["task_id"].as_u64().unwrap();
+            assert!((1..=2).contains(&task), "{t}");
+            if r.kind == TestKind::Hidden {
+                assert_eq!(code, HIDDEN_TEST_CODE, "{}", r.name);
+            } else {
+                assert!(
+                    code.starts_with('#') || code.starts_with("assert"),
+                    "{code}"
+                );
+                assert!(code.contains(" == "), "{code}");
+            }
+        }
+    }
+    // A syntax error's report lists every test the same way, with the message.
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let e = Report::error("deliver-once", 5, "SyntaxError: line 3", lab.tests());
+    let v: serde_json::Value = serde_json::from_str(&e.to_exercism(&sheets)).unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["message"].as_str()),
+        (Some("error"), Some("SyntaxError: line 3"))
+    );
+    assert!(v["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["task_id"].is_u64() && t["test_code"].is_string()));
+}
+
+/// Exercism takes a top-level message of at most 65,535 (fewer when characters take
+/// several bytes): a report's message is cut long before, whatever the code raised.
+#[test]
+fn an_exercism_message_stays_under_its_cap_in_bytes() {
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let huge = "\u{1F4E6}".repeat(100_000); // four bytes each
+    let e = Report::error("deliver-once", 5, &huge, lab.tests());
+    let v: serde_json::Value = serde_json::from_str(&e.to_exercism(&sheets())).unwrap();
+    let m = v["message"].as_str().unwrap();
+    assert!(m.len() < EXERCISM_MESSAGE_CAP, "{} bytes", m.len());
+    assert!(m.chars().count() <= FIELD_CAP_CHARS + 64);
+}
+
+/// Exercism shows at most 500 characters of a test's output: a longer one is cut
+/// to fit, the note of the cut included.
+#[test]
+fn an_exercism_tests_output_fits_in_500_characters() {
+    let mut t =
+        delivery_lab::report::TestReport::new("prints", TestKind::Example, TestStatus::Pass, None);
+    t.output = Some("\u{e9}".repeat(3000));
+    let short = "two lines\nof output".to_string();
+    let mut u = t.clone();
+    u.name = "prints less".into();
+    u.output = Some(short.clone());
+    let report = Report::new("deliver-once", 1, 0, vec![t, u]);
+    let v: serde_json::Value = serde_json::from_str(&report.to_exercism(&[])).unwrap();
+    let out = v["tests"][0]["output"].as_str().unwrap();
+    assert_eq!(
+        out.chars().count(),
+        delivery_lab::report::EXERCISM_OUTPUT_CAP,
+        "{out}"
+    );
+    assert!(out.starts_with("\u{e9}\u{e9}") && out.ends_with("characters of output]"));
+    assert_eq!(v["tests"][1]["output"].as_str(), Some(short.as_str()));
+}
+
+/// PrairieLearn's results: a score from 0 to 1, each test's points, a hidden test
+/// shown by name and points only; a report that graded nothing is not gradable
+/// and says why.
+#[test]
+fn the_prairielearn_results_score_from_0_to_1() {
+    let report = learner_report(&mut Mutant(M::ClaimWithoutTtl));
+    let v: serde_json::Value = serde_json::from_str(&report.to_prairielearn()).unwrap();
+    assert_eq!(v["gradable"], true);
+    let score = v["score"].as_f64().unwrap();
+    assert!((score - f64::from(report.score) / f64::from(report.max_score)).abs() < 1e-12);
+    assert!(score > 0.0 && score < 1.0, "{score}");
+    assert!(v.get("format_errors").is_none());
+    for (t, r) in v["tests"].as_array().unwrap().iter().zip(&report.tests) {
+        assert_eq!(
+            (
+                t["name"].as_str(),
+                t["points"].as_u64(),
+                t["max_points"].as_u64()
+            ),
+            (Some(r.name.as_str()), Some(u64::from(r.points)), Some(1))
+        );
+        if r.kind == TestKind::Hidden {
+            let keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
+            let want: &[&str] = if r.status == TestStatus::Pass {
+                &["max_points", "name", "points"]
+            } else {
+                &["max_points", "message", "name", "points"]
+            };
+            assert_eq!(keys, want, "{t}");
+        }
+    }
+    let pass: serde_json::Value =
+        serde_json::from_str(&learner_report(&mut Reference).to_prairielearn()).unwrap();
+    assert_eq!(pass["score"], 1.0);
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let e = Report::error("deliver-once", 5, "SyntaxError: line 3", lab.tests());
+    let v: serde_json::Value = serde_json::from_str(&e.to_prairielearn()).unwrap();
+    assert_eq!(v["gradable"], false);
+    assert_eq!(
+        v["format_errors"],
+        serde_json::json!(["SyntaxError: line 3"])
+    );
+    assert_eq!(v["score"], 0.0);
+    // A run stopped at its time limit was graded: its score counts.
+    let t = Report::timed_out("deliver-once", 5, "stopped after 8 s", lab.tests());
+    let v: serde_json::Value = serde_json::from_str(&t.to_prairielearn()).unwrap();
+    assert_eq!(v["gradable"], true);
 }
 
 #[test]
@@ -81,6 +213,12 @@ fn the_gradescope_results_match_their_snapshot() {
     snapshot("deliver-once-claim-without-ttl.gradescope.json", &out);
     let hidden = report.to_gradescope("hidden");
     assert!(hidden.contains("\"visibility\": \"hidden\""));
+    let published = report.to_gradescope("after_published");
+    assert_eq!(
+        published.replace("after_published", "after_due_date"),
+        out,
+        "only the hidden tests' visibility differs"
+    );
 }
 
 #[test]
@@ -90,7 +228,7 @@ fn the_same_solution_and_seed_give_byte_identical_reports() {
             let a = deliver_once::grade(&mut Mutant(m), seed, Audience::Staff);
             let b = deliver_once::grade(&mut Mutant(m), seed, Audience::Staff);
             assert_eq!(a.to_json(), b.to_json(), "{m:?} seed {seed}");
-            assert_eq!(a.to_exercism(), b.to_exercism());
+            assert_eq!(a.to_exercism(&sheets()), b.to_exercism(&sheets()));
             assert_eq!(a.to_gradescope("hidden"), b.to_gradescope("hidden"));
         }
     }
@@ -165,7 +303,7 @@ fn error_and_timeout_reports_list_every_test() {
     let t = Report::timed_out("deliver-once", 5, "stopped after 8 s", tests.clone());
     assert_eq!(t.status, RunStatus::Fail);
     assert!(t.tests.iter().all(|t| t.status == TestStatus::Timeout));
-    assert!(t.to_exercism().contains("\"status\": \"error\""));
+    assert!(t.to_exercism(&sheets()).contains("\"status\": \"error\""));
 }
 
 /// A text report goes to a staff member's terminal: nothing a learner raised or

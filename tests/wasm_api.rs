@@ -447,6 +447,13 @@ fn lab_describes_deliver_once() {
         .unwrap()
         .contains("def next_step("));
     assert!(!lab["instructions_md"].as_str().unwrap().is_empty());
+    assert_eq!(
+        lab["tasks"],
+        serde_json::json!([
+            "`deliver_once(task, provider, kv, policy)`",
+            "`next_step(task, result, now, policy, rng)`"
+        ])
+    );
     let tests = lab["tests"].as_array().unwrap();
     let count = |kind: &str| tests.iter().filter(|t| t["kind"] == kind).count();
     assert_eq!(count("example"), 3);
@@ -513,6 +520,23 @@ fn reports_come_in_every_format_the_cli_writes() {
         .any(|t| t["visibility"] == "after_due_date"));
     let hidden = js_formatted(&g, LAB, &reference_solution(true), "gradescope-hidden").unwrap();
     assert!(hidden.contains("\"visibility\": \"hidden\""));
+    let published =
+        js_formatted(&g, LAB, &reference_solution(true), "gradescope-published").unwrap();
+    assert!(published.contains("\"visibility\": \"after_published\""));
+    let pl: Json = serde_json::from_str(
+        &js_formatted(&g, LAB, &reference_solution(true), "prairielearn").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (pl["gradable"].as_bool(), pl["score"].as_f64()),
+        (Some(true), Some(1.0))
+    );
+    let v: Json = serde_json::from_str(&exercism).unwrap();
+    assert!(v["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["test_code"].is_string() && t["task_id"].is_u64()));
     let text = js_formatted(&g, LAB, &reference_solution(true), "text").unwrap();
     assert!(text.starts_with("deliver-once: PASS"), "{text}");
     let e: Json = serde_json::from_str(&js_error_formatted(&g, LAB, "exercism").unwrap()).unwrap();

@@ -19,8 +19,10 @@ pub mod step_world;
 pub mod tables;
 pub mod units;
 
-use crate::lab::{Arg, Lab, LabInfo, LearnerHost, RunMode, TimeLimit, WorldOp};
-use crate::report::{Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestStatus};
+use crate::lab::{Arg, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit, WorldOp};
+use crate::report::{
+    Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
+};
 use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
 use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
 use units::{run_case, UnitCase};
@@ -89,6 +91,45 @@ static INFO: LabInfo = LabInfo {
         },
     ],
     store: true,
+    // A unit test belongs to the piece it calls; the fairness run measures claim;
+    // the chaos run is what "What the simulator throws at you" describes.
+    tasks: &[
+        LabTask {
+            heading: "`claim(db, worker, now_ms, cfg)`",
+            functions: &["claim"],
+            tests: &[FAIRNESS_TEST],
+        },
+        LabTask {
+            heading: "`write_intent(db, action_id, worker, epoch)`",
+            functions: &["write_intent"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "`deliver_step(db, provider, action_id, worker, epoch, now_ms, cfg)`",
+            functions: &["deliver_step"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "`merge(current, reported)`",
+            functions: &["merge"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "`on_webhook(db, event)`",
+            functions: &["on_webhook"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "`heartbeat(db, action_id, worker, epoch, now_ms, cfg)`",
+            functions: &["heartbeat"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "What the simulator throws at you",
+            functions: &[],
+            tests: &[CHAOS_TEST],
+        },
+    ],
 };
 
 pub const CHAOS_TEST: &str = "chaos run: 2,000 actions, 200 kills, a database restart";
@@ -109,6 +150,23 @@ impl Lab for Courier {
             .collect()
     }
 
+    fn test_sheets(&self) -> Vec<TestSheet> {
+        let task = |found: Option<u32>| found.expect("every test has a task (tests/labs.rs)");
+        cases()
+            .iter()
+            .map(|c| TestSheet {
+                name: c.name.to_string(),
+                task_id: task(INFO.task_of_function(c.call.function())),
+                code: (c.kind == TestKind::Example).then(|| units::code_of(c)),
+            })
+            .chain(SYSTEM_RUNS.map(|(name, code)| TestSheet {
+                name: name.to_string(),
+                task_id: task(INFO.task_of_test(name)),
+                code: Some(code.to_string()),
+            }))
+            .collect()
+    }
+
     fn grade(
         &self,
         host: &mut dyn LearnerHost,
@@ -119,6 +177,19 @@ impl Lab for Courier {
         grade_with(&mut learner::Learner(host), seed, audience, mode)
     }
 }
+
+/// The system runs, and what they do in a learner's words: they call no single piece,
+/// so their code is a description.
+const SYSTEM_RUNS: [(&str, &str); 2] = [
+    (
+        CHAOS_TEST,
+        "# The simulator runs your six pieces as 8 workers over 2,000 actions for 100 stores,\n# with 200 kills, frozen workers and one database restart, then checks every row\n# of its table (\"How you are graded\", item 3).",
+    ),
+    (
+        FAIRNESS_TEST,
+        "# The simulator runs claim with one store sending ten times as much as the other 99,\n# spread out and in one burst: their p95 latency must stay within 10% of the run\n# where every store is equal (\"How you are graded\", item 4).",
+    ),
+];
 
 /// Every unit case, examples first: compiled in from the case files
 /// (`src/courier/examples/`, and with the `hidden` feature `hidden-tests/courier/`)

@@ -156,6 +156,24 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
     })
 }
 
+/// An example's code as a learner reads it beside the test (Exercism's `test_code`):
+/// the call in Python and what the reference design returns from the case's tables.
+pub fn code_of(case: &UnitCase) -> String {
+    let call = call_text(&case.call);
+    match reference_outcome(case) {
+        Ok(Outcome {
+            returned: Ok(v),
+            killed: false,
+            ..
+        }) => format!("assert {call} == {v}"),
+        Ok(o) if o.killed => format!("{call}  # the worker is killed during this call"),
+        Ok(Outcome {
+            returned: Err(e), ..
+        }) => format!("{call}  # raises: {e}"),
+        Ok(_) | Err(_) => call,
+    }
+}
+
 /// The call as Python would write it.
 pub fn call_text(call: &Call) -> String {
     match call {

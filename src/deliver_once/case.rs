@@ -102,6 +102,8 @@ pub struct Case {
     pub name: String,
     pub kind: TestKind,
     pub rules: Vec<Rule>,
+    /// The learner function whose section of lab.md the case belongs to (its task).
+    pub section: &'static str,
     pub body: Body,
 }
 
@@ -126,6 +128,7 @@ mod make {
         name: &str,
         kind: TestKind,
         rules: &[Rule],
+        section: &'static str,
         body: Body,
     ) -> Case {
         Case {
@@ -133,6 +136,7 @@ mod make {
             name: name.into(),
             kind,
             rules: rules.to_vec(),
+            section,
             body,
         }
     }

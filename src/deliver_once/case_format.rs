@@ -68,6 +68,9 @@ struct PolicyPatch {
 struct CaseSpec {
     name: String,
     rules: Vec<Rule>,
+    /// The function whose section of lab.md the case belongs to (Exercism's task);
+    /// needed only when the case calls both.
+    section: Option<CallName>,
     seed: Option<u64>,
     #[serde(default)]
     task: TaskPatch,
@@ -84,11 +87,22 @@ struct CaseSpec {
     expect: FinalExpect,
 }
 
+/// A learner function, as case files name it.
 #[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-enum CallName {
+pub enum CallName {
     DeliverOnce,
     NextStep,
+}
+
+impl CallName {
+    /// The function's name in Python (and in the lab's registry).
+    pub fn name(self) -> &'static str {
+        match self {
+            CallName::DeliverOnce => "deliver_once",
+            CallName::NextStep => "next_step",
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -269,6 +283,8 @@ pub struct Case {
     /// From `hidden-tests/` rather than a lab's examples.
     pub hidden: bool,
     pub rules: Vec<Rule>,
+    /// The function whose section of lab.md (its task) the case belongs to.
+    pub section: CallName,
     pub body: Body,
 }
 
@@ -296,18 +312,20 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
         .enumerate()
         .map(|(i, c)| {
             let name = c.name.clone();
-            let (rules, body) = build_case(&defaults, c).map_err(|(field, message)| CaseError {
-                file: file.into(),
-                case: Some((i, name.clone())),
-                field: format!("case[{i}].{field}"),
-                message,
-            })?;
+            let (rules, section, body) =
+                build_case(&defaults, c).map_err(|(field, message)| CaseError {
+                    file: file.into(),
+                    case: Some((i, name.clone())),
+                    field: format!("case[{i}].{field}"),
+                    message,
+                })?;
             Ok(Case {
                 file: file.into(),
                 index: i,
                 name,
                 hidden,
                 rules,
+                section,
                 body,
             })
         })
@@ -316,7 +334,10 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
 
 type FieldError = (String, String);
 
-fn build_case(defaults: &DefaultsSpec, c: CaseSpec) -> Result<(Vec<Rule>, Body), FieldError> {
+fn build_case(
+    defaults: &DefaultsSpec,
+    c: CaseSpec,
+) -> Result<(Vec<Rule>, CallName, Body), FieldError> {
     let fail = |field: &str, message: &str| Err((field.to_string(), message.to_string()));
     if c.name.trim().is_empty() {
         return fail("name", "a case needs a name: it is what the learner sees");
@@ -404,7 +425,47 @@ fn build_case(defaults: &DefaultsSpec, c: CaseSpec) -> Result<(Vec<Rule>, Body),
             })
         }
     };
-    Ok((c.rules, body))
+    let section = section_of(&body, c.section)?;
+    Ok((c.rules, section, body))
+}
+
+/// The section a case belongs to: the one function it calls, or, for a case that
+/// calls both, the one its `section` names.
+fn section_of(body: &Body, named: Option<CallName>) -> Result<CallName, FieldError> {
+    let called: Vec<CallName> = match body {
+        Body::Differential { spec, .. } => [
+            (spec.deliver_once > 0).then_some(CallName::DeliverOnce),
+            (spec.next_step > 0).then_some(CallName::NextStep),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        Body::Scripted(s) => {
+            let mut names: Vec<CallName> = Vec::new();
+            for step in &s.steps {
+                let name = match step.call {
+                    Call::DeliverOnce { .. } => CallName::DeliverOnce,
+                    Call::NextStep { .. } => CallName::NextStep,
+                };
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            names
+        }
+    };
+    match (named, called.as_slice()) {
+        (Some(n), _) if !called.contains(&n) => Err((
+            "section".into(),
+            format!("the case never calls {}", n.name()),
+        )),
+        (Some(n), _) => Ok(n),
+        (None, [one]) => Ok(*one),
+        (None, _) => Err((
+            "section".into(),
+            "the case calls both deliver_once and next_step: name the one whose section of lab.md it belongs to (section = \"next_step\", say)".into(),
+        )),
+    }
 }
 
 fn missing(field: &str) -> String {

@@ -14,8 +14,8 @@ pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Arg, Lab, LabInfo, LearnerHost, RunMode, TimeLimit, WorldOp};
-use crate::report::{Audience, Report, TestKind};
+use crate::lab::{Arg, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit, WorldOp};
+use crate::report::{Audience, Report, TestKind, TestSheet};
 use crate::value::{LearnerError, Value};
 use case::Case;
 use model::{Policy, SendResult, Task};
@@ -66,6 +66,19 @@ pub static INFO: LabInfo = LabInfo {
         },
     ],
     store: false,
+    // Each case names its function's section (`case::Case::section`).
+    tasks: &[
+        LabTask {
+            heading: "`deliver_once(task, provider, kv, policy)`",
+            functions: &["deliver_once"],
+            tests: &[],
+        },
+        LabTask {
+            heading: "`next_step(task, result, now, policy, rng)`",
+            functions: &["next_step"],
+            tests: &[],
+        },
+    ],
 };
 
 /// The two learner functions as the engine sees them. The world is shared: the
@@ -103,6 +116,19 @@ impl Lab for DeliverOnce {
 
     fn tests(&self) -> Vec<(String, TestKind)> {
         cases().iter().map(|c| (c.name.clone(), c.kind)).collect()
+    }
+
+    fn test_sheets(&self) -> Vec<TestSheet> {
+        cases()
+            .iter()
+            .map(|c| TestSheet {
+                name: c.name.clone(),
+                task_id: INFO
+                    .task_of_function(c.section)
+                    .expect("every case's section is one of the lab's tasks (tests/labs.rs)"),
+                code: (c.kind == TestKind::Example).then(|| suite::code_of(c)),
+            })
+            .collect()
     }
 
     fn grade(

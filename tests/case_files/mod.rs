@@ -65,6 +65,7 @@ pub fn to_engine(c: &case_format::Case) -> case::Case {
             TestKind::Example
         },
         rules: c.rules.iter().map(|&r| rule(r)).collect(),
+        section: c.section.name(),
         body,
     }
 }

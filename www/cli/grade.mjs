@@ -5,12 +5,12 @@
 // processes do. See www/cli/README.md.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createGradingPool, jsonLine, FORMATS } from './pool.mjs';
+import { createGradingPool, jsonLine, readSubmission, FORMATS } from './pool.mjs';
 
-const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-hidden]
+const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-published|gradescope-hidden|prairielearn]
                    [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
   --lab: the lab's id (default: the course's first lab). A directory means every .py
-  file in it (sorted). exercism and gradescope need --out DIR.
+  file in it (sorted). The platforms' formats (exercism, gradescope*, prairielearn) need --out DIR.
   Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
 
 function usage(message) {
@@ -49,7 +49,7 @@ function parseArgs(argv) {
   }
   if (!o.files.length) usage('no submission given: name .py files or directories');
   if (!o.format) o.format = process.stdout.isTTY ? 'text' : 'json';
-  if (['exercism', 'gradescope', 'gradescope-hidden'].includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
+  if (!['json', 'text'].includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
   return o;
 }
 
@@ -65,17 +65,6 @@ function collect(files) {
     } else list.push(f);
   }
   return list;
-}
-
-/** The file's text, or { error } when it is not UTF-8 (no test can run). */
-function readSubmission(file) {
-  const bytes = fs.readFileSync(file);
-  try {
-    let text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    return { text };
-  } catch {
-    return { error: 'The file is not valid UTF-8 text, so no test ran. Save it as UTF-8.' };
-  }
 }
 
 const o = parseArgs(process.argv.slice(2));

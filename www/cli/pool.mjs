@@ -55,7 +55,7 @@ export const CLI_LIMIT_FACTOR = 4;
 export const WALL_FACTOR = 3;
 /** The longest JSON line of one submission (the report's fields are capped in the engine). */
 export const LINE_CAP_BYTES = 64 * 1024;
-export const FORMATS = ['json', 'text', 'exercism', 'gradescope', 'gradescope-hidden'];
+export const FORMATS = ['json', 'text', 'exercism', 'gradescope', 'gradescope-published', 'gradescope-hidden', 'prairielearn'];
 export const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
 
 // What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
@@ -310,6 +310,16 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
     if (line.message) line.message = line.message.slice(0, 2000);
   }
   return line;
+}
+
+/** A submission file's text, or { error } when it is not UTF-8 (no test can run). */
+export function readSubmission(file) {
+  const bytes = fs.readFileSync(file);
+  try {
+    return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    return { error: 'The file is not valid UTF-8 text, so no test ran. Save it as UTF-8.' };
+  }
 }
 
 /** Submissions that cannot be graded without running anything: the message, or null. */

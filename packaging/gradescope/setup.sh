@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image from
+# autograder.zip (unpacked in /autograder/source), not once per submission. It
+# installs Node.js 20 or newer, the grader's one runtime (its Python is Pyodide,
+# inside grader/), then checks that the grader passes the lab's reference solution,
+# so that a broken image fails here and not on a learner's submission.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+NEED_MAJOR=20
+
+node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends nodejs ca-certificates curl xz-utils >/dev/null
+
+if (( $(node_major) < NEED_MAJOR )); then
+  # Ubuntu's own nodejs is 12 on 22.04 (Gradescope's default image) and 18 on
+  # 24.04: too old (the grader uses Node 20's permission model). Take the Node
+  # project's own Linux build of the newest 20.x instead, checked against the
+  # SHA-256 list published beside it.
+  case "$(uname -m)" in
+    x86_64) arch=x64 ;;
+    aarch64) arch=arm64 ;;
+    *) echo "setup.sh: no Node.js build for $(uname -m)" >&2; exit 1 ;;
+  esac
+  base=https://nodejs.org/dist/latest-v20.x
+  work=$(mktemp -d)
+  curl -fsSL "$base/SHASUMS256.txt" -o "$work/SHASUMS256.txt"
+  tarball=$(awk -v a="linux-$arch.tar.xz" '$2 ~ a"$" { print $2 }' "$work/SHASUMS256.txt")
+  curl -fsSL "$base/$tarball" -o "$work/$tarball"
+  (cd "$work" && grep " $tarball\$" SHASUMS256.txt | sha256sum -c -)
+  tar -xJf "$work/$tarball" -C /usr/local --strip-components=1 --no-same-owner
+  rm -rf "$work"
+  hash -r
+fi
+echo "setup.sh: Node.js $(node --version)"
+(( $(node_major) >= NEED_MAJOR )) || { echo "setup.sh: Node.js $NEED_MAJOR or newer is needed" >&2; exit 1; }
+
+node "$here/grader/cli/platform.mjs" --self-check --lab '@LAB@' --no-sandbox
