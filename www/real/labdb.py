@@ -45,6 +45,12 @@ def is_dml(sql):
     return _DML_START.match(sql) is not None
 
 
+class DatabaseUnavailable(sqlite3.OperationalError):
+    """The server cannot be reached (down, restarting, or the connection was cut):
+    an sqlite3.OperationalError to the learner's code, as lab.md promises, and a
+    type of its own to the run, which tells a crash of the database from a bug."""
+
+
 def _sqlite_error(e):
     """A psycopg error as the sqlite3 exception a learner's code would see."""
     if isinstance(e, pg_errors.IntegrityError):
@@ -109,7 +115,7 @@ class Connection:
             try:
                 self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout_s)
             except psycopg.Error as e:
-                raise _sqlite_error(e) from None
+                raise DatabaseUnavailable(str(e).strip().split("\n")[0] or type(e).__name__) from None
         return self._conn
 
     def _lost(self):
@@ -152,6 +158,7 @@ class Connection:
         except psycopg.Error as e:
             if conn.broken or isinstance(e, psycopg.OperationalError):
                 self._lost()
+                raise DatabaseUnavailable(str(e).strip().split("\n")[0] or type(e).__name__) from None
             raise _sqlite_error(e) from None
 
     def execute(self, sql, parameters=()):

@@ -11,7 +11,8 @@
 //        200 with the provider's answer as JSON; a timeout answers nothing: the
 //        connection is held for holdMs, then closed, as a provider that hangs.
 //   GET  /log     the provider's own log (JSON array); POST /tally {"actions": [...]}
-//                 the chaos counts read from it; GET /final each action's final status
+//                 the chaos counts read from it; GET /final each action's final status;
+//                 GET /pending the webhooks not yet taken by the receiver
 //
 // Webhooks go out by POST to `webhookUrl` when due (JSON {event_id, key,
 // message_id, status}), one at a time in due order, again every retryMs until
@@ -116,6 +117,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     }
     if (req.method === 'GET' && url.pathname === '/log') return reply(res, 200, JSON.parse(provider.log_since(0)));
     if (req.method === 'GET' && url.pathname === '/final') return reply(res, 200, JSON.parse(provider.final_statuses()));
+    if (req.method === 'GET' && url.pathname === '/pending') return reply(res, 200, { undelivered: provider.pending_webhooks() + outbox.length });
     if (req.method === 'POST' && url.pathname === '/tally') {
       return readJson(req, (b) => {
         if (!Array.isArray(b.actions) || !b.actions.every((a) => Number.isSafeInteger(a) && a >= 0)) {
@@ -125,7 +127,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
       }, res);
     }
     req.resume();
-    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, POST /tally' });
+    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally' });
   }
 
   const server = http.createServer((req, res) => {

@@ -19,6 +19,10 @@ import labdb
 import pieces
 
 IDLE_MS = 50       # rest between claims that found nothing
+# The exit status of a worker that ended because the database could not be
+# reached (labdb.DatabaseUnavailable escaped its pieces): a crash of the database,
+# not of the learner's code. Any other exception exits 1.
+EXIT_DB_UNAVAILABLE = 75
 
 
 class Stop(Exception):
@@ -71,18 +75,24 @@ def pieces_claim(solution, db, name, clock, cfg):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--solution", required=True)
-    p.add_argument("--dsn", required=True)
-    p.add_argument("--provider", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--t0", required=True, type=float)
+    p.add_argument("--check", action="store_true", help="load the solution, check its six pieces, and exit")
+    p.add_argument("--dsn", required=not ("--check" in (argv or sys.argv)))
+    p.add_argument("--provider", required=not ("--check" in (argv or sys.argv)))
+    p.add_argument("--name", required=not ("--check" in (argv or sys.argv)))
+    p.add_argument("--t0", required=not ("--check" in (argv or sys.argv)), type=float)
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     solution = pieces.load_solution(a.solution)
+    if a.check:
+        return 0
     db = labdb.Connection(a.dsn)
     try:
         run(solution, db, a.provider, a.name, pieces.Clock(a.t0), pieces.Cfg())
     except Stop:
         return 0
+    except labdb.DatabaseUnavailable as e:
+        print(f"{a.name}: the database could not be reached ({e}); the worker restarts", file=sys.stderr)
+        return EXIT_DB_UNAVAILABLE
     finally:
         try:
             db.close()

@@ -1,0 +1,330 @@
+"""The courier challenge on real parts: `./lab real FILE`.
+
+A PostgreSQL cluster of the run's own (pg.py), the misbehaving provider as an HTTP
+server on loopback (provider.mjs), the webhook receiver (receiver.py) and worker
+processes (worker.py) running the learner's six pieces in real time. The run
+enqueues actions over 100 stores, SIGKILLs workers at seeded random moments
+(restarting each), freezes some past their lease with SIGSTOP and wakes them as
+zombies with SIGCONT, crashes PostgreSQL once (a power cut, then real crash
+recovery), waits for the drain, and counts the chaos table from the provider's
+own log. The learner's code runs here as real processes on this machine.
+
+    python run.py FILE [--seed N] [--actions N] [--kills N] [--workers N] [--format text|json]
+
+Exit 0 when every row holds, 1 when one does not, 2 for a usage error or a file
+that cannot run. The seed makes every choice of the run (which worker, when,
+which store); real timing still varies, so a run is not byte-identical, but a
+correct solution passes every run and a wrong one fails a named row.
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psycopg
+
+import pg
+from worker import EXIT_DB_UNAVAILABLE
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STORES = 100
+LEASE_MS = 30_000          # lab.md's cfg.lease_ms: a freeze past it makes a zombie
+DRAIN_TIMEOUT_S = 600
+POLL_S = 0.05
+
+
+class UsageError(Exception):
+    pass
+
+
+def _first_line(proc, what):
+    line = proc.stdout.readline().strip()
+    if not line:
+        raise RuntimeError(f"{what} did not start: {proc.stderr.read()[-2000:]}")
+    return line
+
+
+def _http(url, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+class Worker:
+    """One worker process, restarted when it ends: `crashes` counts the ends the
+    run did not cause, and `db_up` those while the database was up."""
+
+    def __init__(self, run, name):
+        self.run, self.name = run, name
+        self.proc = None
+        self.frozen_until = None
+        self.crashes = self.crashes_db_up = 0
+        self.last_error = ""
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "worker.py"), "--solution", self.run.solution,
+             "--dsn", self.run.cluster.dsn, "--provider", self.run.provider_url, "--name", self.name,
+             "--t0", repr(self.run.t0)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.frozen_until = None
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stderr.close()
+        self.start()
+
+    def check(self):
+        """Restarts a worker that ended by itself: the database was unreachable
+        (its own exit status, worker.EXIT_DB_UNAVAILABLE), or a crash of the
+        learner's code, which the run counts."""
+        code = self.proc.poll()
+        if code is None:
+            return
+        self.crashes += 1
+        err = self.proc.stderr.read()
+        self.proc.stderr.close()
+        if code != EXIT_DB_UNAVAILABLE:
+            self.crashes_db_up += 1
+            self.last_error = err[-1500:]
+        self.start()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            if self.frozen_until is not None:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stderr.close()
+
+
+class Run:
+    def __init__(self, solution, seed, actions, kills, workers, freezes, log=print):
+        self.solution, self.seed, self.actions, self.kills, self.n_workers = solution, seed, actions, kills, workers
+        self.freezes = freezes
+        self.rng = random.Random(seed)
+        self.say = log
+        self.cluster = None
+        self.procs = []
+        self.workers = []
+        self.done = {"kills": 0, "freezes": 0, "db_restarts": 0}
+
+    # -- the parts ----------------------------------------------------------
+
+    def start(self):
+        self.cluster = pg.Cluster()
+        self.cluster.start()
+        self.cluster.create_schema()
+        receiver = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution, "--dsn", self.cluster.dsn],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(receiver)
+        hook_url = _first_line(receiver, "the webhook receiver")
+        self.log_file = os.path.join(self.cluster.root, "provider.log")
+        provider = subprocess.Popen(
+            ["node", os.path.join(HERE, "provider.mjs"), "--seed", str(self.seed), "--webhook", hook_url,
+             "--log", self.log_file],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(provider)
+        self.provider_url = _first_line(provider, "the provider")
+        self.t0 = time.monotonic()
+        self.enqueue()
+        self.workers = [Worker(self, f"w{i}") for i in range(self.n_workers)]
+
+    def enqueue(self):
+        stores = [f"store-{s:03}" for s in range(STORES)]
+        with psycopg.connect(self.cluster.dsn, autocommit=True) as admin:
+            admin.cursor().executemany("INSERT INTO stores (store, last_served_ms) VALUES (%s, 0)", [(s,) for s in stores])
+            admin.cursor().executemany(
+                "INSERT INTO actions (id, store, phone, body, created_ms) VALUES (%s, %s, %s, %s, 0)",
+                [(a, self.rng.choice(stores), f"+1555{a:07}", f"Your order {a} has shipped.")
+                 for a in range(1, self.actions + 1)])
+
+    def stop(self):
+        for w in self.workers:
+            w.stop()
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+        if self.cluster:
+            self.cluster.close()
+
+    # -- the chaos ----------------------------------------------------------
+
+    def dispatched(self):
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                return c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
+        except psycopg.OperationalError:
+            return None
+
+    def go(self):
+        # The kills come at seeded random moments while work remains, a few a
+        # second (so some land mid-transaction, between a commit and the send, and
+        # with a request on the wire); the database crashes once, a third of the
+        # way; some workers freeze past their lease and wake as zombies.
+        next_kill = time.monotonic() + self.rng.uniform(0.02, 0.2)
+        next_freeze = time.monotonic() + self.rng.uniform(0.5, 3.0)
+        crash_at = max(1, self.actions // 3)
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        n = 0
+        while time.monotonic() < deadline:
+            for w in self.workers:
+                if w.frozen_until is not None and time.monotonic() >= w.frozen_until:
+                    w.proc.send_signal(signal.SIGCONT)
+                    w.frozen_until = None
+                w.check()
+            n = self.dispatched()
+            if n is None:
+                time.sleep(POLL_S)
+                continue
+            if n >= self.actions and all(w.frozen_until is None for w in self.workers):
+                break
+            now = time.monotonic()
+            if self.done["kills"] < self.kills and now >= next_kill:
+                victim = self.rng.choice([w for w in self.workers if w.frozen_until is None] or self.workers)
+                victim.kill()
+                self.done["kills"] += 1
+                next_kill = now + self.rng.uniform(0.02, 0.3)
+            if self.done["freezes"] < self.freezes and now >= next_freeze:
+                w = self.rng.choice(self.workers)
+                if w.frozen_until is None and w.proc.poll() is None:
+                    w.proc.send_signal(signal.SIGSTOP)
+                    w.frozen_until = now + LEASE_MS / 1000 + self.rng.uniform(0.5, 2.0)
+                    self.done["freezes"] += 1
+                next_freeze = now + self.rng.uniform(1.0, 5.0)
+            if not self.done["db_restarts"] and n >= crash_at:
+                self.cluster.crash()
+                time.sleep(self.rng.uniform(0.2, 1.0))
+                self.cluster.start()
+                self.done["db_restarts"] = 1
+            time.sleep(POLL_S)
+        drained = n is not None and n >= self.actions
+        # The webhooks still on their way, then the provider's final word.
+        while drained and time.monotonic() < deadline and _http(f"{self.provider_url}/pending")["undelivered"]:
+            time.sleep(0.2)
+        return self.report(drained)
+
+    # -- the table ------------------------------------------------------------
+
+    def report(self, drained):
+        ids = list(range(1, self.actions + 1))
+        tally = _http(f"{self.provider_url}/tally", {"actions": ids})
+        final = _http(f"{self.provider_url}/final")
+        with psycopg.connect(self.cluster.dsn, autocommit=True) as c:
+            outbox = dict(c.execute("SELECT action_id, status FROM outbox").fetchall())
+            dispatched = c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
+        differ = sum(1 for a, s in final.items() if outbox.get(int(a)) != s)
+        crashes_db_up = sum(w.crashes_db_up for w in self.workers)
+        zero = lambda name, v: {"name": name, "value": v, "must": 0, "ok": v == 0}  # noqa: E731
+        rows = [
+            {"name": "actions with exactly one message sent", "value": tally["exactly_one_effect"],
+             "must": self.actions, "ok": tally["exactly_one_effect"] == self.actions},
+            zero("actions with more than one message", tally["more_than_one_effect"]),
+            zero("actions with no message", tally["no_effect"]),
+            zero("sends with no lookup since the previous send", tally["resends_without_lookup"]),
+            zero("outbox statuses that differ from the provider's final one", differ),
+            zero("workers that crashed while the database was up", crashes_db_up),
+            {"name": "actions dispatched", "value": dispatched, "must": self.actions, "ok": dispatched == self.actions},
+        ]
+        errors = [w.last_error for w in self.workers if w.last_error]
+        return {
+            "lab": "courier", "mode": "real", "seed": self.seed,
+            "passed": drained and all(r["ok"] for r in rows),
+            "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
+                      "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
+                      "drained": drained, **({"crash": errors[0]} if errors else {})},
+        }
+
+
+def text(report, replay):
+    c = report["chaos"]
+    out = [f"courier, real run: seed {report['seed']}; {c['kills']} kills, {c['freezes']} freezes past the lease, "
+           f"{c['db_restarts']} database crash; {c['seconds']} s" + ("" if c["drained"] else "; did NOT drain"), ""]
+    for r in c["rows"]:
+        out.append(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']} (must be {r['must']})")
+    if "crash" in c:
+        out += ["", "A worker failed while the database was up:", c["crash"].rstrip()]
+    out += ["", ("PASS" if report["passed"] else "FAIL") + f"; replay: {replay}"]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="./lab real", description="The courier challenge on real parts: PostgreSQL, worker processes, "
+        "SIGKILLs, a database crash. Your code runs as real processes on this machine.")
+    p.add_argument("file")
+    p.add_argument("--seed", type=int, default=1042)
+    p.add_argument("--actions", type=int, default=2000)
+    p.add_argument("--kills", type=int, default=200)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--freezes", type=int, default=2)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    try:
+        a = p.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    for name in ("actions", "workers"):
+        if getattr(a, name) < 1:
+            print(f"./lab real: --{name} must be at least 1", file=sys.stderr)
+            return 2
+    if a.kills < 0 or a.freezes < 0 or a.seed < 0:
+        print("./lab real: --seed, --kills and --freezes must not be negative", file=sys.stderr)
+        return 2
+    if not os.path.isfile(a.file):
+        print(f"./lab real: no file {a.file}", file=sys.stderr)
+        return 2
+    solution = os.path.abspath(a.file)
+    check = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), "--check", "--solution", solution],
+                           capture_output=True, text=True, timeout=60)
+    if check.returncode != 0:
+        print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
+        return 2
+    replay = f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} {a.file}"
+    run = Run(solution, a.seed, a.actions, a.kills, a.workers, a.freezes)
+    # Ctrl+C and SIGTERM end the run: every process and the cluster go first.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        run.start()
+        report = run.go()
+    except KeyboardInterrupt:
+        print("./lab real: stopped; the cluster, the provider and every worker are gone", file=sys.stderr)
+        return 1
+    finally:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            run.stop()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    if a.format == "json":
+        print(text(report, replay), file=sys.stderr)
+        print(json.dumps({**report, "replay": replay}))
+    else:
+        print(text(report, replay))
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
