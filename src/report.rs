@@ -506,8 +506,12 @@ impl Report {
             out.push_str(&format!(", {} XP", self.xp));
         }
         out.push_str(")\n");
+        // Learner text (a traceback, what the code printed) is always indented, so
+        // it cannot pass for a report's own lines on a terminal.
         if let Some(m) = &self.message {
-            out.push_str(&format!("{m}\n"));
+            for line in m.lines() {
+                out.push_str(&format!("  {line}\n"));
+            }
         }
         for t in &self.tests {
             let mark = match t.status {
@@ -538,14 +542,17 @@ impl Report {
 }
 
 /// Text fit for a terminal: every control character but newline and tab (C0, DEL,
-/// C1) and the bidirectional controls written as an escape (`\x1b`, `\u202e`).
+/// C1) and the bidirectional and zero-width marks written as an escape (`\x1b`,
+/// `\u202e`).
 /// A text report shows what a learner's code raised or printed, and staff read it
 /// on a terminal: raw, an escape sequence there could erase lines, print fake ones,
 /// write the clipboard or reorder what is read.
 pub fn terminal_safe(s: &str) -> String {
+    // The same set as www/cli/pool.mjs's UNSAFE, which a test holds them to.
     let unsafe_char = |c: char| {
         (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}' | '\u{feff}')
     };
     if !s.chars().any(unsafe_char) {
         return s.to_string();

@@ -325,7 +325,21 @@ fn the_text_report_shows_control_characters_as_escapes() {
         text.contains(r"ValueError: \x1b[1A\x1b[2Kfake\x0dline\x9b2J\x7f\x07\u202etxt.exe"),
         "{text}"
     );
-    assert!(text.contains("\n\tnext"), "{text}");
+    // Indented, like every line of learner text, and its tab kept.
+    assert!(text.contains("\n  \tnext"), "{text}");
+    // A line of learner text cannot pass for one of the report's own.
+    let fake = "x\ndeliver-once: PASS (23 of 23 passed)";
+    let text = Report::error(
+        "deliver-once",
+        5,
+        fake,
+        delivery_lab::lab_by_id("deliver-once").unwrap().tests(),
+    )
+    .to_text();
+    assert!(
+        text.lines().all(|l| !l.starts_with("deliver-once: PASS")),
+        "{text}"
+    );
     // Text without such characters is unchanged.
     assert_eq!(delivery_lab::report::terminal_safe("a\tb\nc"), "a\tb\nc");
 }

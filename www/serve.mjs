@@ -38,6 +38,7 @@ import zlib from 'node:zlib';
 import { pipeline } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
+import { SEED_MAX } from './src/engine.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -315,8 +316,8 @@ export function createGradeHandler({ pool, labs = null, jobs = 1, maxBodyBytes =
     const { lab, source, seed } = body;
     if (typeof lab !== 'string' || !lab) return refuse(res, 400, '"lab" must be a lab id, a string');
     if (typeof source !== 'string') return refuse(res, 400, '"source" must be the Python source, a string');
-    if (seed !== undefined && !(Number.isSafeInteger(seed) && seed >= 0)) {
-      return refuse(res, 400, '"seed", when given, must be a non-negative integer');
+    if (seed !== undefined && !(Number.isSafeInteger(seed) && seed >= 0 && seed <= SEED_MAX)) {
+      return refuse(res, 400, `"seed", when given, must be a whole number from 0 to ${SEED_MAX}`);
     }
     const extra = Object.keys(body).filter((k) => !['lab', 'source', 'seed'].includes(k));
     if (extra.length) return refuse(res, 400, `unknown field(s): ${extra.join(', ')}; send lab, source and optionally seed`);

@@ -30,11 +30,19 @@ from delivery_lab_bridge import _Captured, _encode, _Record, _set, _type
 STATEMENT_STEPS_CAP = 20_000_000   # SQLite VM instructions per statement
 PROGRESS_EVERY = 10_000            # instructions between two checks of that cap
 ROWS_CAP = 100_000                 # rows one statement may answer or executemany take
-RESULT_CAP_CHARS = 500_000         # text and blobs one statement may answer
+# What one statement's answer may weigh: each text or blob its length and 5, any
+# other value 10, each row 5 (about its size in marshal, how the grading CLI's store
+# sends it, which after base64 must fit www/cli/frames.mjs's 1 MB frame).
+RESULT_CAP_BYTES = 600_000
 DB_PAGES_CAP = 16_384              # pages of the database (64 MiB at 4 KiB)
 HEAP_CAP_BYTES = 256 << 20         # SQLite's own heap in this interpreter
 VALUE_CAP_CHARS = 1_000_000        # the longest string or blob (SQLITE_LIMIT_LENGTH)
 SQL_CAP_CHARS = 100_000            # the longest statement (SQLITE_LIMIT_SQL_LENGTH)
+# A LIKE or GLOB costs its pattern's length times its text's in one step of SQLite's
+# machine, out of the progress handler's reach: patterns stay short (the lab needs
+# none at all). What still runs long is the grading CLI's to stop (it replaces a
+# grading thread that does not answer after the time limit).
+LIKE_PATTERN_CAP_CHARS = 100       # SQLITE_LIMIT_LIKE_PATTERN_LENGTH
 # Functions whose answers come from outside the lab's world: its clock is `now_ms`
 # and nothing in it is random.
 DENIED_FUNCTIONS = ("random", "randomblob", "load_extension")
@@ -148,6 +156,7 @@ class CourierStore:
             c.execute(f"PRAGMA max_page_count = {DB_PAGES_CAP}")
             c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_CAP_CHARS)
             c.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SQL_CAP_CHARS)
+            c.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_CAP_CHARS)
             c.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             g = self.guards[worker] = _Guard(sqlite3)
             c.set_authorizer(g.authorize)
@@ -213,15 +222,16 @@ class CourierStore:
                 return (("ProgrammingError", f"unknown statement kind {kind!r}"),) + NOTHING
             # Read in batches, counting as they come: most statements answer one
             # row or none, and a huge answer stops before it is all in memory.
-            rows, chars, size = [], 0, 16
+            rows, weight, size = [], 0, 16
             while True:
                 batch = cur.fetchmany(size)
                 rows += batch
-                chars += sum([len(v) for r in batch for v in r if type(v) in (str, bytes)])
-                if len(rows) > ROWS_CAP or chars > RESULT_CAP_CHARS:
+                weight += sum([len(v) + 5 if type(v) in (str, bytes) else 10 for r in batch for v in r]) \
+                    + 5 * len(batch)
+                if len(rows) > ROWS_CAP or weight > RESULT_CAP_BYTES:
                     cur.close()
                     return (("OperationalError", "this statement answers more than "
-                             f"{ROWS_CAP} rows or {RESULT_CAP_CHARS:,} characters; select fewer"),) + NOTHING
+                             f"{ROWS_CAP} rows or {RESULT_CAP_BYTES:,} bytes; select fewer"),) + NOTHING
                 if len(batch) < size:
                     break
                 size = 1000

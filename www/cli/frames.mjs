@@ -69,9 +69,8 @@ export const RUN_CAP_OPS = 2_000_000;
 
 /** A job's shared Int32Array (`flag`), between the main thread and the grading
  *  thread: `ended`, why the main thread ended the sandbox (ENDED; the grading
- *  thread reads it when the sandbox's pipe closes); `threadCpuMs`, the CPU the
- *  grading thread has spent on this job so far (it counts against the limit). */
-export const JOB = { ended: 0, threadCpuMs: 1, slots: 2 };
+ *  thread reads it when the sandbox's pipe closes). */
+export const JOB = { ended: 0, slots: 1 };
 export const ENDED = { running: 0, timeout: 1, memory: 2, aborted: 3 };
 
 /** A frame the coordinator refuses; the submission is reported as interfering. */

@@ -5,7 +5,8 @@
 // processes do. See www/cli/README.md.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createGradingPool, jsonLine, readSubmission, FORMATS } from './pool.mjs';
+import { SEED_MAX } from '../src/engine.mjs';
+import { createGradingPool, isFileOrLink, jsonText, readSubmission, terminalSafe, FORMATS } from './pool.mjs';
 
 const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-published|gradescope-hidden|prairielearn]
                    [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
@@ -34,7 +35,7 @@ function parseArgs(argv) {
     switch (a) {
       case '--lab': o.lab = take(); if (!o.lab) usage('--lab needs a lab id'); break;
       case '--format': o.format = take(); if (!FORMATS.includes(o.format)) usage(`--format must be one of ${FORMATS.join(', ')}, not ${o.format ?? 'nothing'}`); break;
-      case '--seed': o.seed = num('--seed', take(), { int: true }); if (o.seed > 0xffffffff) usage('--seed must fit in 32 bits'); break;
+      case '--seed': o.seed = num('--seed', take(), { int: true }); if (o.seed > SEED_MAX) usage(`--seed must be at most ${SEED_MAX}`); break;
       case '--timeout': o.timeout = num('--timeout', take(), { min: 0.1 }); break;
       case '--jobs': o.jobs = num('--jobs', take(), { int: true, min: 1 }); break;
       case '--memory': o.memory = num('--memory', take(), { int: true, min: 64 }); break;
@@ -59,7 +60,7 @@ function collect(files) {
     let st;
     try { st = fs.statSync(f); } catch { usage(`${f}: no such file or directory`); }
     if (st.isDirectory()) {
-      const py = fs.readdirSync(f).filter((n) => n.endsWith('.py') && fs.statSync(path.join(f, n)).isFile()).sort();
+      const py = fs.readdirSync(f).filter((n) => n.endsWith('.py') && isFileOrLink(path.join(f, n))).sort();
       if (!py.length) usage(`${f}: the directory has no .py files`);
       list.push(...py.map((n) => path.join(f, n)));
     } else list.push(f);
@@ -111,7 +112,7 @@ function flush() {
   while (printed < files.length && results[printed]) {
     const { file, line, text } = results[printed++];
     summary[line.status] = (summary[line.status] || 0) + 1;
-    if (o.format === 'json') process.stdout.write(`${jsonSafe(JSON.stringify(line))}\n`);
+    if (o.format === 'json') process.stdout.write(`${jsonText(line)}\n`);
     else if (o.format === 'text') process.stdout.write(textBlock(file, line, text));
     else {
       const p = outPath(file);
@@ -122,13 +123,8 @@ function flush() {
 }
 
 // What reaches a terminal carries no control sequence: the engine's text report
-// escapes them itself (report.rs terminal_safe); a file name gets the same here,
-// and a JSON line (which escapes C0 already) its DEL, C1 and bidirectional
-// controls as \u escapes, the same JSON to a parser.
-const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
-const terminalSafe = (s) => s.replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
-const jsonSafe = (s) => s.replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
+// escapes them itself (report.rs terminal_safe), a file name gets the same here
+// (pool.mjs terminalSafe), and a JSON line is pool.mjs's jsonText.
 
 function textBlock(file, line, text) {
   const rule = '─'.repeat(Math.min(72, Math.max(20, file.length + 4)));

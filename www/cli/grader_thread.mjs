@@ -26,7 +26,6 @@ import { parentPort, workerData } from 'node:worker_threads';
 import {
   channel, Closed, ENDED, Interference, JOB, nestsDeeper, PARAMS_DEPTH_CAP, RUN_CAP_BYTES, RUN_CAP_OPS, sandboxOps,
 } from './frames.mjs';
-import { cpuMsOf } from './procfs.mjs';
 import { bridgeOf } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { BRIDGE_FILE, loadPython } from './python.mjs';
@@ -48,8 +47,6 @@ const stores = await (async () => {
   const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'), LABS);
   return new Map(LABS.filter((l) => l.store).map((l) => [l.id, { call: py.call, useLab: () => py.useLab(l.id), ...py.store(l.id) }]));
 })();
-
-const CPU_TELL_MS = 50;
 
 // Each lab as the registry describes it (src/lab.rs): its world's operations, and
 // whether its calls get a database in the store.
@@ -74,6 +71,19 @@ const TYPES = {
   boolean: (v) => typeof v === 'boolean',
 };
 
+// Only the grader says when time is up (the pool's limit ends the sandbox): the
+// sandbox's bridge never answers "timeout" (no_interrupts: a KeyboardInterrupt is
+// reported as the exception it is), so such an answer is a forged frame.
+const TIMEOUT_IS_OURS = 'it said the time limit was reached, which only the grader says';
+function saysTimeout(text) {
+  try {
+    const v = JSON.parse(text);
+    return v !== null && typeof v === 'object' && v.error?.kind === 'timeout';
+  } catch {
+    return false; // the grader reads it, and says what is wrong with it
+  }
+}
+
 function argsFit(args, signature) {
   return Array.isArray(args) && args.length === signature.length && signature.every((t, i) => TYPES[t](args[i]));
 }
@@ -96,16 +106,6 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   store?.useLab();
   const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
-  // This thread's CPU counts against the submission's limit (its statements run
-  // here): told to the main thread's watch every CPU_TELL_MS or so.
-  const cpu0 = cpuMsOf('thread-self');
-  let toldAt = performance.now();
-  const tellCpu = () => {
-    const now = performance.now();
-    if (now - toldAt < CPU_TELL_MS) return;
-    toldAt = now;
-    Atomics.store(shared, JOB.threadCpuMs, cpuMsOf('thread-self') - cpu0);
-  };
   const stop = (e) => {
     if (e instanceof Interference) state.problem ??= e.message;
     else if (e instanceof Closed) state.closed = true;
@@ -123,6 +123,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
       const m = wire.receive();
       if (m.t === 'ret') {
         if (typeof m.v !== 'string') throw new Interference('it answered a call with something other than text');
+        if (saysTimeout(m.v)) throw new Interference(TIMEOUT_IS_OURS);
         return m.v;
       }
       if (m.t !== 'op') throw new Interference(`it sent "${String(m.t).slice(0, 20)}" during a call`);
@@ -130,7 +131,6 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
       if (!signature) throw new Interference('it asked for a world operation this call does not have');
       if (!argsFit(m.args, signature)) throw new Interference(`it asked for ${m.op} with arguments of the wrong types`);
       if (++state.ops > RUN_CAP_OPS) throw new Interference(`it asked for more than ${RUN_CAP_OPS} world operations`);
-      tellCpu();
       let reply;
       if (hasStore) {
         if (!hasDb) throw new Interference('it used the database in a call that has none');
@@ -154,8 +154,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
-        tellCpu();
-        // The grader's trusted operations on the lab's database (its module's
+          // The grader's trusted operations on the lab's database (its module's
         // HOST_OP_PREFIX): answered by the store here, never sent to a sandbox.
         if (hasStore && fnName.startsWith(store.opPrefix)) {
           state.usedStore = true;
@@ -216,9 +215,9 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   } catch (e) {
     stop(e);
   }
-  const result = { outputs: null, loadError: null, loadTimeout: null, problem: null, closed: false, calls: 0, ops: 0, bytes: 0 };
+  const result = { outputs: null, loadError: null, problem: null, closed: false, calls: 0, ops: 0, bytes: 0 };
   if (loaded && typeof loaded.error === 'string') result.loadError = loaded.error;
-  else if (loaded && typeof loaded.timeout === 'string') result.loadTimeout = loaded.timeout;
+  else if (loaded && loaded.timeout !== undefined) state.problem ??= TIMEOUT_IS_OURS;
   else if (loaded && Array.isArray(loaded.ok)) result.outputs = JSON.parse(grader.grade_formats(lab, solution, seed, formats));
   else if (loaded) state.problem ??= 'its answer to the load has neither ok, error nor timeout';
   if (state.usedStore) storeSubmissions++;
@@ -250,4 +249,7 @@ parentPort.on('message', (m) => {
     parentPort.postMessage({ t: 'graded', id: m.id, ...result });
   }
 });
-parentPort.postMessage({ t: 'up' });
+// The thread's own entry in /proc (PID/task/TID): the pool's watch reads the CPU
+// this thread spends for a submission (its statements run here) from it, without
+// this thread's help, which a statement that runs long could not give.
+parentPort.postMessage({ t: 'up', task: fs.readlinkSync('/proc/thread-self') });

@@ -31,6 +31,10 @@ const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
 const SPAWNER = fileURLToPath(new URL('spawner.mjs', import.meta.url));
 const THREAD = new URL('grader_thread.mjs', import.meta.url);
 const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
+// A grading thread still busy this long after its submission was ended (one
+// SQLite statement can run long in a single step of its machine, out of the store's
+// caps) is terminated and replaced: no submission holds a slot past its limit.
+export const THREAD_GRACE_MS = 2000;
 const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for Node itself
 /**
  * The CLI's limit is CPU time: the sandbox's processes plus what its grading thread
@@ -282,6 +286,18 @@ function killTree(child) {
 }
 process.on('exit', () => { for (const c of live) killTree(c); });
 
+// Characters that move a terminal's cursor, recolour, erase or reorder text: C0
+// (but newline and tab), DEL, C1, and the bidirectional and zero-width marks. The
+// same set as report.rs terminal_safe, which a test holds them to.
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
+/** Text fit for a terminal: each of those characters as an escape (`\x1b`, `\u202e`). */
+export const terminalSafe = (s) => String(s).replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
+/** A value as one line of JSON with each of those characters as a \u escape (the
+ *  same JSON to a parser; JSON.stringify escapes only C0): what the CLI prints and
+ *  serves, and what LINE_CAP_BYTES is measured on. */
+export const jsonText = (value) => JSON.stringify(value).replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
+
 /** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
 export function jsonLine(report, { file = null, durationMs = null } = {}) {
   const line = {
@@ -305,7 +321,7 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
   if (report.status === 'error' && report.message != null) line.message = report.message;
   // The engine caps every field, so this holds already; kept as the last word,
   // since a file name or a future field could still make a line long.
-  if (Buffer.byteLength(JSON.stringify(line)) > LINE_CAP_BYTES) {
+  if (Buffer.byteLength(jsonText(line)) > LINE_CAP_BYTES) {
     for (const t of line.tests) if (t.message) t.message = `${t.message.slice(0, 200)}\n[cut: the report was over 64 KB]`;
     if (line.message) line.message = line.message.slice(0, 2000);
   }
@@ -313,8 +329,43 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
 }
 
 /** A submission file's text, or { error } when it is not UTF-8 (no test can run). */
+/** What a folder's listing offers as a submission: a file, or a link (which
+ *  readSubmission then refuses, so it is reported rather than passed over). */
+export function isFileOrLink(p) {
+  try {
+    const st = fs.lstatSync(p);
+    return st.isFile() || st.isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+/** The longest submission read (a learner's file is a few KB). */
+export const SUBMISSION_CAP_BYTES = 1 << 20;
+
+/**
+ * A submission's text, or why it cannot be graded. Only a regular file is read, and
+ * never through a link: submissions come from learners' archives, and a link would
+ * have the coordinator, with staff's rights, read and grade whatever it points to
+ * (the lab's reference, a hidden case file).
+ */
 export function readSubmission(file) {
-  const bytes = fs.readFileSync(file);
+  let fd;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (e) {
+    if (e.code === 'ELOOP') return { error: 'The submission is a link, not a file, so no test ran. Submit the file itself.' };
+    throw e;
+  }
+  let bytes;
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return { error: 'The submission is not a regular file, so no test ran.' };
+    if (st.size > SUBMISSION_CAP_BYTES) return { error: `The submission is larger than ${SUBMISSION_CAP_BYTES >> 20} MB, so no test ran.` };
+    bytes = fs.readFileSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
   try {
     return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
   } catch {
@@ -363,7 +414,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // store that had served another (none, ever: a test holds the pool to it).
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
-    threadsStarted: 0, storeReuses: 0,
+    threadsStarted: 0, storeReuses: 0, threadsHung: 0,
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -503,6 +554,15 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   // --- grading threads -----------------------------------------------------
 
+  /** A fresh thread for `slot`; the spare sandbox is kept (it holds nothing of the
+   *  thread's) and awaited by the new thread once it is up. */
+  function replaceThread(slot) {
+    const old = slot.thread;
+    slot.thread = null;
+    old?.terminate();
+    startThread(slot);
+  }
+
   function startThread(slot) {
     const thread = new Worker(THREAD, { workerData: { snapshotFile }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
     stats.threadsStarted++;
@@ -512,6 +572,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       if (slot.thread !== thread || !m) return;
       if (m.t === 'up') {
         slot.threadUp = true;
+        slot.task = typeof m.task === 'string' ? m.task : null;
         if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
       } else if (m.t === 'ready') onReady(slot, m);
       else if (m.t === 'graded' && slot.job && m.id === slot.job.id) {
@@ -519,11 +580,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         // Its courier store ran this submission's SQL: no other submission meets it.
         // The spare sandbox is kept (it holds nothing of the thread's) and awaited
         // by the new thread.
-        if (m.retire && !closed) {
-          slot.thread = null;
-          thread.terminate();
-          startThread(slot);
-        }
+        if (m.retire && !closed) replaceThread(slot);
         finish(slot, m);
       }
     });
@@ -558,16 +615,30 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     job.startedAt = performance.now();
     const limitMs = job.limitS * 1000;
     const baseRss = treeRss(sb.child.pid);
+    // The grading thread's CPU for this job (each courier statement runs there),
+    // read from /proc as the sandbox's is.
+    const threadCpu = () => (slot.task ? cpuMsOf(slot.task) : 0);
+    const threadCpu0 = threadCpu();
     const end = (why) => {
       clearInterval(job.timer);
       Atomics.store(shared, JOB.ended, why);
       killTree(sb.child);
+      // Its thread answers at once when the sandbox's pipe closes; one that does
+      // not (inside one long statement) is replaced, and the job ends without it.
+      job.grace = setTimeout(() => {
+        if (slot.job !== job) return;
+        job.hung = true;
+        stats.threadsHung++;
+        replaceThread(slot);
+        finish(slot, {});
+      }, THREAD_GRACE_MS);
+      job.grace.unref?.();
     };
     job.end = end;
     job.timer = setInterval(() => {
       // The sandbox's processes, walked once per tick for both watches.
       const tree = treeOf(sb.child.pid);
-      const cpuMs = treeCpuMs(sb.child.pid, tree) - sb.bootCpuMs + Atomics.load(shared, JOB.threadCpuMs);
+      const cpuMs = treeCpuMs(sb.child.pid, tree) - sb.bootCpuMs + threadCpu() - threadCpu0;
       if (cpuMs > limitMs) {
         stats.stoppedByCpu++;
         return end(ENDED.timeout);
@@ -594,6 +665,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     if (!job) return;
     slot.job = null;
     clearInterval(job.timer);
+    clearTimeout(job.grace);
     const sb = job.sandbox;
     const why = Atomics.load(new Int32Array(job.flag), JOB.ended);
     if (!sb.exited) stats.runCpuMs += Math.max(0, treeCpuMs(sb.child.pid) - sb.bootCpuMs);
@@ -623,7 +695,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     const out = {};
     for (const format of job.formats) {
       out[format] = format === 'json'
-        ? JSON.stringify(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json')), { durationMs }))
+        ? jsonText(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json')), { durationMs }))
         : grader[kind](job.lab, job.seed, message, format);
     }
     return out;
@@ -639,7 +711,6 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     if (why === ENDED.memory) return error(`Stopped: the run used more than ${memoryMb} MB of memory, so it could not be graded.`);
     if (m.loadError != null) return error(m.loadError);
     if (why === ENDED.timeout && !m.outputs) return reportsFor(job, 'timeout_report', limitMessage(job), durationMs);
-    if (m.loadTimeout) return reportsFor(job, 'timeout_report', m.loadTimeout, durationMs);
     if (m.closed && why !== ENDED.timeout) {
       return error('Your code ended the grader\'s Python process, so it could not be graded.');
     }
@@ -647,7 +718,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     // The grader's own reports; at the limit, the tests that finished before it
     // keep their results, as on the page.
     const out = { ...m.outputs };
-    if (out.json !== undefined) out.json = JSON.stringify(jsonLine(JSON.parse(out.json), { durationMs }));
+    if (out.json !== undefined) out.json = jsonText(jsonLine(JSON.parse(out.json), { durationMs }));
     return out;
   }
 

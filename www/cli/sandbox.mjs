@@ -59,6 +59,7 @@ if (makeCodeCacheTo) {
 }
 // A lab's database (its store) is the coordinator's: this bridge asks it.
 py.useRemoteStore();
+py.noInterrupts();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 
 // A world whose every operation is a question to the coordinator. An answer that

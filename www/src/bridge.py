@@ -30,6 +30,8 @@ DEPTH_CAP = 20      # nesting of tuples/lists described before giving up
 _solution = None    # the learner's module, fresh for each run
 _lab = None         # the lab's module (use_lab)
 _remote_store = False  # True in the grading CLI's sandbox: a lab's store is a process away
+_interrupts = True  # False where the host never interrupts (the grading CLI's sandbox):
+                    # a KeyboardInterrupt there is the learner's own exception
 _timed_out = False  # once the run hit its limit, every later call ends at once
 _limit_s = 8.0
 
@@ -241,6 +243,14 @@ def use_remote_store():
     _remote_store = True
 
 
+def no_interrupts():
+    """Called once by the grading CLI's sandbox: its host never interrupts (the
+    limit ends the process), so a KeyboardInterrupt is reported as the exception it
+    is, never as the time limit, which only the grader says is reached."""
+    global _interrupts
+    _interrupts = False
+
+
 def remote_store():
     return _remote_store
 
@@ -269,10 +279,10 @@ def load(source, functions_json, limit_s=8.0):
     try:
         with _Captured():
             exec(code, module.__dict__)
-    except KeyboardInterrupt:
-        _timed_out = True
-        return json.dumps({"timeout": f"Stopped: loading solution.py took longer than the {_limit_s:g} s limit."})
     except BaseException as e:  # SystemExit too: the learner's file must not end the host
+        if isinstance(e, KeyboardInterrupt) and _interrupts:
+            _timed_out = True
+            return json.dumps({"timeout": f"Stopped: loading solution.py took longer than the {_limit_s:g} s limit."})
         return json.dumps({"error": "Your code raised an exception while it was loading, so no test ran.\n"
                            + _format_exception(e).rstrip()})
     found = [f for f in functions if callable(module.__dict__.get(f))]
@@ -346,11 +356,11 @@ def call(fn_name, args_json, world):
         if not callable(fn):
             return json.dumps({"error": {"kind": "missing-function", "function": fn_name}})
         return _lab.call(fn_name, fn, json.loads(args_json), live)
-    except KeyboardInterrupt:
-        # The host raised it at the time limit (pyodide.setInterruptBuffer).
-        _timed_out = True
-        return _timeout()
     except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) and _interrupts:
+            # The host raised it at the time limit (pyodide.setInterruptBuffer).
+            _timed_out = True
+            return _timeout()
         return _exception(e)
     finally:
         live.world = None

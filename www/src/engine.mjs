@@ -46,6 +46,8 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
     load: bridge.load,
     /** The grading CLI's sandbox: a lab's store is the coordinator's. */
     useRemoteStore: () => bridge.use_remote_store(),
+    /** The grading CLI's sandbox: no interrupts; a KeyboardInterrupt is the code's own. */
+    noInterrupts: () => bridge.no_interrupts(),
     /** The grading CLI's grading thread: lab `id`'s store (its registry entry says
      *  `store`), asked on a sandbox's behalf; its trusted operations go to `call`. */
     store(id) {
@@ -77,6 +79,9 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
     },
   };
 }
+
+/** The largest seed: the grader takes a seed as a 32-bit number (src/wasm.rs). */
+export const SEED_MAX = 0xffffffff;
 
 /** The labs' registry lists them in course order; with no lab named, the first. */
 export const firstLab = (grader) => JSON.parse(grader.labs())[0].id;

@@ -109,9 +109,18 @@ for (const remote of [false, true]) {
   test(`${port}: values, results and the database have caps`, () => {
     assert.deepEqual(attempt('SELECT zeroblob(2000000)', '()', remote), { raised: 'DataError', message: 'string or blob too big' });
     assert.deepEqual(attempt('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x FROM c', '()', remote),
-      { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 500,000 characters; select fewer' });
+      { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 600,000 bytes; select fewer' });
     assert.deepEqual(attempt("SELECT printf('%.600000d', 1)", '()', remote),
-      { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 500,000 characters; select fewer' });
+      { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 600,000 bytes; select fewer' });
+    // Numbers weigh too: 90,000 rows of three integers are under the row cap but
+    // would not fit the channel's 1 MB frame as the grading CLI's store sends them.
+    assert.deepEqual(attempt('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 90000) SELECT x, x, x FROM c', '()', remote),
+      { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 600,000 bytes; select fewer' });
+    // A LIKE or GLOB costs pattern times text in one step of SQLite's machine: short patterns only.
+    for (const op of ['LIKE', 'GLOB']) {
+      assert.deepEqual(attempt(`SELECT 'a' ${op} printf('%.200c', 'a')`, '()', remote),
+        { raised: 'OperationalError', message: 'LIKE or GLOB pattern too complex' }, op);
+    }
     assert.deepEqual(attempt("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) INSERT INTO webhook_events SELECT printf('%.900d', x) FROM c", '()', remote),
       { raised: 'OperationalError', message: 'database or disk is full' });
   });

@@ -262,6 +262,8 @@ test('bad requests get clear 4xx answers (fake pool)', LIMIT, async () => {
     ['no lab', await post(url, { source: 'x' }), 400, /"lab"/],
     ['source not a string', await post(url, { lab: 'deliver-once', source: 42 }), 400, /"source"/],
     ['bad seed', await post(url, { lab: 'deliver-once', source: 'x', seed: -1 }), 400, /"seed"/],
+    // The grader takes 32 bits: 2^32 + 5 would be graded as seed 5.
+    ['seed past 32 bits', await post(url, { lab: 'deliver-once', source: 'x', seed: 2 ** 32 + 5 }), 400, /"seed", when given, must be a whole number from 0 to 4294967295/],
     ['extra field', await post(url, { lab: 'deliver-once', source: 'x', file: '/etc/passwd' }), 400, /unknown field/],
     ['unknown lab', await post(url, { lab: 'no-such-lab', source: 'x' }), 404, /unknown lab "no-such-lab"; this server grades: deliver-once/],
     ['not JSON content type', await post(url, 'lab=deliver-once', { 'Content-Type': 'application/x-www-form-urlencoded' }), 415, /Content-Type: application\/json/],

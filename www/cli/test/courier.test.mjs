@@ -88,3 +88,37 @@ test('each courier submission gets a store of its own: the grading thread that h
     await pool.close();
   }
 });
+
+// One SQLite step can run long (instr() over a long text is one step of its
+// machine, out of reach of the store's progress handler): the thread's CPU still
+// counts against the limit, read from /proc, and a thread still busy THREAD_GRACE_MS
+// after the stop is replaced, so no submission holds a slot past its limit.
+test('a statement that runs long in one step is stopped at the limit and its grading thread replaced', { timeout: 120_000 }, async () => {
+  const { createGradingPool, THREAD_GRACE_MS } = await import('../pool.mjs');
+  const { loadGrader } = await import('../../src/node_host.mjs');
+  const lab1 = JSON.parse(new (await loadGrader()).Grader().lab('deliver-once'));
+  const bomb = "def claim(db, worker, now_ms, cfg):\n"
+    + "    db.execute(\"SELECT instr(printf('%.*c', 900000, 'a'), printf('%.*c', 450000, 'a') || 'b')\").fetchall()\n"
+    + ['write_intent', 'deliver_step', 'merge', 'on_webhook', 'heartbeat'].map((f) => `def ${f}(*a):\n    return None\n`).join('');
+  const LIMIT_S = 2;
+  const pool = createGradingPool({ jobs: 1, timeoutS: LIMIT_S });
+  try {
+    await pool.ready;
+    const t0 = performance.now();
+    const r = JSON.parse(await pool.grade({ lab: 'courier', source: bomb }));
+    const tookMs = performance.now() - t0;
+    assert.equal(r.status, 'fail');
+    assert.equal(r.tests[0].status, 'timeout');
+    assert.match(r.tests[0].message, new RegExp(`longer than the ${LIMIT_S} s limit of CPU time`));
+    assert.equal(pool.stats.threadsHung, 1);
+    assert.equal(pool.stats.stoppedByCpu, 1, 'the thread\'s CPU, read from /proc, reached the limit');
+    // The limit, the grace and a start: nothing like the statement's own minutes.
+    assert.ok(tookMs < (LIMIT_S + THREAD_GRACE_MS / 1000) * 1000 + 8000, `${tookMs} ms`);
+    // The slot is free: the next submission is graded at once, by the new thread.
+    const t1 = performance.now();
+    assert.equal(JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py })).status, 'pass');
+    assert.ok(performance.now() - t1 < 15_000);
+  } finally {
+    await pool.close();
+  }
+});

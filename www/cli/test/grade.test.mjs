@@ -165,7 +165,7 @@ test('no control sequence from a submission reaches the terminal, in text or jso
   const src = `def deliver_once(task, provider, kv, policy):\n    print("\\x1b[2J")\n    raise ValueError("${raised}")\n`
     + 'def next_step(task, result, now, policy, rng):\n    return ("drop", None)\n';
   const file = write(path.join(TMP, 'escapes'), 'e\x1b[31mvil\u202e.py', src);
-  const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+  const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
   const text = await grade(['--format', 'text', file]);
   assert.equal(text.code, 1, text.stderr);
   assert.ok(!raw.test(text.stdout), JSON.stringify(text.stdout.match(raw)));
@@ -176,6 +176,59 @@ test('no control sequence from a submission reaches the terminal, in text or jso
   const line = JSON.parse(json.stdout);
   assert.equal(line.file, file);
   assert.ok(line.tests[0].message.includes('ValueError: \x1b[1A\x1b[2K\x1b]52;c;cHduZWQ=\x07 23/23 PASS\r\x9b2J\x7f\u202e'), line.tests[0].message);
+});
+
+// One set of characters a terminal must not get raw, written twice (the engine's
+// text report, report.rs terminal_safe; the CLI's file names and JSON lines,
+// pool.mjs): held to each other over the first 0x3000 code points and U+FEFF.
+test('the engine and the CLI escape exactly the same characters for a terminal', LIMIT, async () => {
+  const { terminalSafe } = await import('../pool.mjs');
+  const grader = new (await loadGrader()).Grader();
+  const differ = [];
+  for (let cp = 0; cp <= 0x3000; cp++) {
+    if (cp === 10 || (cp >= 0xd800 && cp <= 0xdfff)) continue; // newline: kept (and indented); lone surrogates
+    const ch = String.fromCodePoint(cp);
+    const js = terminalSafe(ch) !== ch;
+    const rust = !grader.error_report('deliver-once', 1, `x${ch}y`, 'text').includes(`x${ch}y`);
+    if (js !== rust) differ.push(cp.toString(16));
+  }
+  const ch = '\ufeff';
+  if ((terminalSafe(ch) !== ch) !== !grader.error_report('deliver-once', 1, `x${ch}y`, 'text').includes(`x${ch}y`)) differ.push('feff');
+  assert.deepEqual(differ, []);
+  assert.notEqual(terminalSafe('\u202e'), '\u202e');
+});
+
+// Learner text in a text report is always indented: a load-time exception that is
+// another file's result block cannot pass for one (hostile/fake_result_lines.py).
+test('in text, learner text cannot pass for the report\'s own lines', LIMIT, async () => {
+  const r = await grade(['--format', 'text', path.join(HOSTILE, 'fake_result_lines.py')]);
+  assert.equal(r.code, 1, r.stderr);
+  const lines = r.stdout.split('\n');
+  assert.ok(lines.some((l) => l.startsWith('deliver-once: ERROR')), r.stdout);
+  for (const fake of ['deliver-once: PASS', 'submissions/bob.py', '────']) {
+    assert.ok(!lines.some((l) => l.startsWith(fake) && !l.startsWith('─'.repeat(20))), `a line starts with ${fake}:\n${r.stdout}`);
+  }
+  assert.ok(r.stdout.includes('  deliver-once: PASS (23 of 23'), 'the fake is shown, indented');
+});
+
+// Submissions come from learners' archives: a link in one would have the grader,
+// with staff's rights, read and grade what it points to.
+test('a submission that is a link is not followed: an error, and nothing of its target read', LIMIT, async () => {
+  const dir = path.join(TMP, 'links');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.symlinkSync(path.join(WWW, '../src/deliver_once/reference.py'), path.join(dir, 'trudy.py'));
+  const hidden = path.join(WWW, '../hidden-tests/courier');
+  const secret = path.join(hidden, fs.readdirSync(hidden).find((f) => f.endsWith('.toml')));
+  fs.symlinkSync(secret, path.join(dir, 'mallory.py'));
+  for (const args of [[dir], [path.join(dir, 'trudy.py'), path.join(dir, 'mallory.py')]]) {
+    const r = await grade(['--format', 'json', ...args]);
+    assert.equal(r.code, 1, r.stderr);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => [path.basename(l.file), l.status, l.passed]).sort(), [['mallory.py', 'error', 0], ['trudy.py', 'error', 0]]);
+    for (const l of lines) assert.match(l.message, /is a link, not a file/);
+    const firstLine = fs.readFileSync(secret, 'utf8').split('\n').find((x) => x.trim().length > 10);
+    assert.ok(!r.stdout.includes(firstLine.trim()), 'the target\'s text is in no report');
+  }
 });
 
 test('files that cannot be graded: empty, whitespace, not UTF-8, no functions, syntax error', LIMIT, async () => {
