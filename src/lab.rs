@@ -1,7 +1,7 @@
 //! A lab is a unit: its world, its reference, its cases, its starter code and its
 //! learner-facing text, and how it grades (`Lab::grade`, over the `LearnerHost` that
 //! every host implements once). Adding one means a module like `deliver_once` and a
-//! line in `labs()` (the README's "Adding a lab").
+//! line in `labs!` (`src/lib.rs`; the README's "Adding a lab").
 
 use crate::report::{Audience, Report, TestKind, TestReport, TestSheet, TestStatus};
 use crate::value::{LearnerError, Value};
@@ -163,16 +163,6 @@ pub fn learner_call(
     }
 }
 
-/// The labs this build holds, in course order (each is a cargo feature).
-pub fn labs() -> &'static [&'static dyn Lab] {
-    &[
-        #[cfg(feature = "deliver-once")]
-        &crate::deliver_once::DeliverOnce,
-        #[cfg(feature = "courier")]
-        &crate::courier::Courier,
-    ]
-}
-
 /// What a run is for: a learner's report runs every test; a verdict (mutation
 /// testing asks only "does this fail?") may stop at the first test that fails.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -235,5 +225,5 @@ impl TimeLimit {
 pub const COURSE_SEED: u64 = 1042;
 
 pub fn lab_by_id(id: &str) -> Option<&'static dyn Lab> {
-    labs().iter().copied().find(|l| l.info().id == id)
+    crate::labs().iter().copied().find(|l| l.info().id == id)
 }

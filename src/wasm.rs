@@ -10,7 +10,8 @@
 use crate::courier::sim::{Fault, Faults, StepWorld};
 #[cfg(feature = "deliver-once")]
 use crate::deliver_once::world;
-use crate::lab::{lab_by_id, labs, Lab, LearnerHost, RunMode, WorldOp};
+use crate::lab::{lab_by_id, Lab, LearnerHost, RunMode, WorldOp};
+use crate::labs;
 use crate::report::{Audience, Report, TestKind};
 use serde::Serialize;
 use std::any::Any;
