@@ -1,6 +1,7 @@
 # ./lab real end to end (www/real/run.py), small: its own cluster, the provider, the
 # receiver and four workers, with SIGKILLs and a database crash. The reference
-# passes every row; a resend without a lookup fails the row that names it. Each run
+# passes every row; a resend without a lookup and a new key per attempt each fail
+# the row that names it. Each run
 # leaves no process and no folder behind. (A run with kills takes at least one lease,
 # 30 s: a killed worker's claim is taken over only once it runs out.)
 import json
@@ -40,15 +41,29 @@ def test_the_reference_passes_every_row_of_a_real_run():
     assert report["replay"].startswith("./lab real --seed 11 ")
 
 
-def test_a_resend_without_lookup_fails_its_named_row(tmp_path):
+def _mutant(name):
+    """A wrong solution from the lab's catalogue (src/courier/mutants.py)."""
+    sys.path.insert(0, os.path.join(REAL, "..", "..", "src", "courier"))
+    import mutants
     with open(REFERENCE) as f:
         ref = f.read()
-    assert "        if attempts > 0:\n" in ref
-    wrong = tmp_path / "no_lookup.py"
-    wrong.write_text(ref.replace("        if attempts > 0:\n", "        if False:\n"))
+    return mutants.apply(ref, next(m for m in mutants.MUTANTS if m["name"] == name))
+
+
+# Each wrong solution fails the row that names its mistake, whatever the timing:
+# a resend without a lookup is counted from the provider's log; a new key per
+# attempt leaves the outbox's key unknown to the webhooks, so its statuses never
+# reach the provider's final word.
+@pytest.mark.parametrize("name, row", [
+    ("resend-without-lookup", "FAIL sends with no lookup since the previous send:"),
+    ("new-key-on-resend", "FAIL outbox statuses that differ from the provider's final one:"),
+])
+def test_a_wrong_solution_fails_its_named_row(tmp_path, name, row):
+    wrong = tmp_path / f"{name}.py"
+    wrong.write_text(_mutant(name))
     r = real(str(wrong), *SMALL)
     assert r.returncode == 1, r.stdout + r.stderr[-2000:]
-    assert "FAIL sends with no lookup since the previous send:" in r.stdout, r.stdout
+    assert row in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("args, says", [
