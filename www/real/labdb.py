@@ -51,12 +51,14 @@ class DatabaseUnavailable(sqlite3.OperationalError):
     type of its own to the run, which tells a crash of the database from a bug."""
 
 
-def _sqlite_error(e):
-    """A psycopg error as the sqlite3 exception a learner's code would see."""
-    if isinstance(e, pg_errors.IntegrityError):
+def _sqlite_error(e, lost=False):
+    """A psycopg error as the sqlite3 exception a learner's code would see: a server
+    down or restarting (psycopg's OperationalError), or any error that left the
+    connection broken (`lost`), is DatabaseUnavailable, wherever it was raised."""
+    if lost or isinstance(e, psycopg.OperationalError):
+        cls = DatabaseUnavailable
+    elif isinstance(e, pg_errors.IntegrityError):
         cls = sqlite3.IntegrityError
-    elif isinstance(e, psycopg.OperationalError):  # a server down or restarting among them
-        cls = sqlite3.OperationalError
     elif isinstance(e, (pg_errors.SyntaxError, pg_errors.UndefinedTable, pg_errors.UndefinedColumn)):
         cls = sqlite3.OperationalError  # sqlite3 says "no such table", "syntax error" as these
     elif isinstance(e, psycopg.ProgrammingError):
@@ -115,7 +117,7 @@ class Connection:
             try:
                 self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout_s)
             except psycopg.Error as e:
-                raise DatabaseUnavailable(str(e).strip().split("\n")[0] or type(e).__name__) from None
+                raise _sqlite_error(e, lost=True) from None
         return self._conn
 
     def _lost(self):
@@ -156,10 +158,10 @@ class Connection:
                     cur.execute("RELEASE SAVEPOINT lab_statement")
             return Cursor(rows, count if dml else -1)
         except psycopg.Error as e:
-            if conn.broken or isinstance(e, psycopg.OperationalError):
+            lost = conn.broken or isinstance(e, psycopg.OperationalError)
+            if lost:
                 self._lost()
-                raise DatabaseUnavailable(str(e).strip().split("\n")[0] or type(e).__name__) from None
-            raise _sqlite_error(e) from None
+            raise _sqlite_error(e, lost) from None
 
     def execute(self, sql, parameters=()):
         return self._run(sql, [tuple(parameters)])
@@ -175,8 +177,9 @@ class Connection:
         try:
             self._conn.execute("COMMIT")
         except psycopg.Error as e:
+            lost = self._conn.broken
             self._lost()
-            raise _sqlite_error(e) from None
+            raise _sqlite_error(e, lost) from None
         self.in_transaction = False
 
     def rollback(self):

@@ -94,10 +94,12 @@ def test_a_crash_loses_the_open_transaction_and_the_next_statement_reconnects(cl
     db.execute("INSERT INTO stores (store) VALUES (?)", ("in-flight",))
     cluster.crash()
     try:
-        with pytest.raises(sqlite3.OperationalError):
+        # An sqlite3.OperationalError to the learner's code, and to the real run a
+        # crash of the database, not of the code (labdb.DatabaseUnavailable).
+        with pytest.raises(labdb.DatabaseUnavailable):
             db.execute("INSERT INTO stores (store) VALUES (?)", ("while-down",))
         assert not db.in_transaction
-        with pytest.raises(sqlite3.OperationalError):
+        with pytest.raises(labdb.DatabaseUnavailable):
             db.execute("SELECT 1")
     finally:
         cluster.start()  # crash recovery replays the log
@@ -105,10 +107,26 @@ def test_a_crash_loses_the_open_transaction_and_the_next_statement_reconnects(cl
     assert peek("SELECT store FROM stores") == [("committed",)]
 
 
+def test_a_commit_cut_by_a_crash_is_the_database_being_unavailable(cluster, db, peek):
+    # The real run's workers met this: the server went away between the last
+    # statement of a transaction and its commit.
+    db.execute("INSERT INTO stores (store) VALUES (?)", ("in-flight",))
+    cluster.crash()
+    try:
+        with pytest.raises(labdb.DatabaseUnavailable):
+            db.commit()
+        assert not db.in_transaction
+    finally:
+        cluster.start()
+    assert peek("SELECT store FROM stores") == []
+
+
 def test_sqlite_only_sql_fails_on_postgresql_with_sqlite3s_error(db):
     # Why the lab's SQL is the kind both databases run: INSERT OR IGNORE is SQLite's.
-    with pytest.raises(sqlite3.OperationalError, match="syntax error"):
+    with pytest.raises(sqlite3.OperationalError, match="syntax error") as raised:
         db.execute("INSERT OR IGNORE INTO webhook_events (event_id) VALUES (?)", ("e",))
+    # A mistake in the code, not the database being away.
+    assert not isinstance(raised.value, labdb.DatabaseUnavailable)
     db.rollback()
 
 
