@@ -364,27 +364,30 @@ impl LearnerHost for JsHost {
     }
 }
 
+/// What empties a world's slot when its call returns.
+type Release = Box<dyn FnOnce()>;
+
+/// A world lent to JS for one call: its JS object over a slot of its own, and what
+/// empties the slot afterwards.
+fn lend<T: Clone + 'static>(
+    w: &T,
+    object: impl FnOnce(Rc<RefCell<Option<T>>>) -> JsValue,
+) -> (JsValue, Option<Release>) {
+    let slot = Rc::new(RefCell::new(Some(w.clone())));
+    let js = object(slot.clone());
+    (js, Some(Box::new(move || drop(slot.borrow_mut().take()))))
+}
+
 /// A world as its JS object, and what empties it after the call; `None` for a
 /// world type this build has no object for.
-type Release = Box<dyn FnOnce()>;
 fn js_world(w: &dyn Any) -> Option<(JsValue, Option<Release>)> {
     #[cfg(feature = "deliver-once")]
     if let Some(w) = w.downcast_ref::<world::World>() {
-        let slot = Rc::new(RefCell::new(Some(w.clone())));
-        let js = World { slot: slot.clone() };
-        return Some((
-            js.into(),
-            Some(Box::new(move || drop(slot.borrow_mut().take()))),
-        ));
+        return Some(lend(w, |slot| World { slot }.into()));
     }
     #[cfg(feature = "courier")]
     if let Some(w) = w.downcast_ref::<StepWorld>() {
-        let slot = Rc::new(RefCell::new(Some(w.clone())));
-        let js = CourierWorld { slot: slot.clone() };
-        return Some((
-            js.into(),
-            Some(Box::new(move || drop(slot.borrow_mut().take()))),
-        ));
+        return Some(lend(w, |slot| CourierWorld { slot }.into()));
     }
     let _ = w;
     None

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SEED_MAX } from '../src/engine.mjs';
-import { createGradingPool, isFileOrLink, jsonText, readSubmission, terminalSafe, FORMATS } from './pool.mjs';
+import { createGradingPool, jsonText, pyFilesIn, readSubmission, terminalSafe, FORMATS } from './pool.mjs';
 
 const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-published|gradescope-hidden|prairielearn]
                    [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
@@ -60,7 +60,7 @@ function collect(files) {
     let st;
     try { st = fs.statSync(f); } catch { usage(`${f}: no such file or directory`); }
     if (st.isDirectory()) {
-      const py = fs.readdirSync(f).filter((n) => n.endsWith('.py') && isFileOrLink(path.join(f, n))).sort();
+      const py = pyFilesIn(f);
       if (!py.length) usage(`${f}: the directory has no .py files`);
       list.push(...py.map((n) => path.join(f, n)));
     } else list.push(f);

@@ -36,10 +36,12 @@ const grader = new (await loadGrader()).Grader();
 // (bridge.py); this bounds the rest.
 const STORE_MEMORY_MB = 1024;
 
-// Loaded before the thread says it is up (a pool is ready when it can grade
-// either lab); restored from the pool's snapshot, about a second.
-// The labs, as the registry describes them; a store for each lab that has one.
+// The labs, as the registry describes them.
 const LABS = JSON.parse(grader.labs()).map(({ id }) => JSON.parse(grader.lab(id)));
+
+// A store for each lab that has one, in one interpreter, loaded before the thread
+// says it is up (a pool is ready when it can grade any lab); restored from the
+// pool's snapshot, about a second.
 const stores = await (async () => {
   const { snapshotFile } = workerData ?? {};
   const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
@@ -49,16 +51,8 @@ const stores = await (async () => {
 })();
 
 // Each lab as the registry describes it (src/lab.rs): its world's operations, and
-// whether its calls get a database in the store.
-const labs = new Map();
-function labOf(id) {
-  if (!labs.has(id)) {
-    const info = LABS.find((l) => l.id === id);
-    if (!info) throw new Error(`unknown lab ${id}`);
-    labs.set(id, { store: stores.get(id) ?? null, ops: sandboxOps(info) });
-  }
-  return labs.get(id);
-}
+// its store when its calls get a database.
+const LAB_OF = new Map(LABS.map((info) => [info.id, { store: stores.get(info.id) ?? null, ops: sandboxOps(info) }]));
 
 // Submissions whose calls reached this thread's store: never more than one (the
 // pool retires the thread after it), reported so a test can say so.
@@ -100,7 +94,8 @@ function awaitReady({ fdIn, fdOut }) {
 
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
-  const { store, ops } = labOf(lab);
+  if (!LAB_OF.has(lab)) throw new Error(`unknown lab ${lab}`);
+  const { store, ops } = LAB_OF.get(lab);
   const hasStore = store !== null;
   // Its trusted operations, run through the bridge's call, go to this lab's module.
   store?.useLab();
@@ -154,7 +149,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
-          // The grader's trusted operations on the lab's database (its module's
+        // The grader's trusted operations on the lab's database (its module's
         // HOST_OP_PREFIX): answered by the store here, never sent to a sandbox.
         if (hasStore && fnName.startsWith(store.opPrefix)) {
           state.usedStore = true;

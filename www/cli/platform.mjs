@@ -13,7 +13,7 @@
 // can); 2: a usage error (an unknown lab included), nothing written.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createGradingPool, isFileOrLink, readSubmission, CLI_LIMIT_FACTOR, FORMATS } from './pool.mjs';
+import { createGradingPool, pyFilesIn, readSubmission, CLI_LIMIT_FACTOR, FORMATS } from './pool.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
 const USAGE = `usage: node platform.mjs --format ${FORMATS.filter((f) => !['json', 'text'].includes(f)).join('|')} --lab ID
@@ -58,7 +58,7 @@ function parseArgs(argv) {
 function findSubmission(dir) {
   let names;
   try {
-    names = fs.readdirSync(dir).filter((n) => n.endsWith('.py') && isFileOrLink(path.join(dir, n))).sort();
+    names = pyFilesIn(dir);
   } catch {
     return { error: 'No submission folder was found, so no test ran.' };
   }

@@ -328,16 +328,18 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
   return line;
 }
 
-/** A submission file's text, or { error } when it is not UTF-8 (no test can run). */
-/** What a folder's listing offers as a submission: a file, or a link (which
- *  readSubmission then refuses, so it is reported rather than passed over). */
-export function isFileOrLink(p) {
-  try {
-    const st = fs.lstatSync(p);
-    return st.isFile() || st.isSymbolicLink();
-  } catch {
-    return false;
-  }
+/** The .py files at the top of `dir`, sorted: files, and links too (which
+ *  readSubmission then refuses, so they are reported rather than passed over). */
+export function pyFilesIn(dir) {
+  const fileOrLink = (n) => {
+    try {
+      const st = fs.lstatSync(path.join(dir, n));
+      return st.isFile() || st.isSymbolicLink();
+    } catch {
+      return false;
+    }
+  };
+  return fs.readdirSync(dir).filter((n) => n.endsWith('.py') && fileOrLink(n)).sort();
 }
 
 /** The longest submission read (a learner's file is a few KB). */
@@ -411,7 +413,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // stoppedByCpu / stoppedByClock: runs ended at the limit, and which stop ended them.
   // threadsStarted / storeReuses: grading threads started (a thread whose courier
   // store was used is replaced after that submission), and submissions graded with a
-  // store that had served another (none, ever: a test holds the pool to it).
+  // store that had served another (none, ever: a test holds the pool to it);
+  // threadsHung: threads replaced because they were still busy after a stop.
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
     threadsStarted: 0, storeReuses: 0, threadsHung: 0,
@@ -460,10 +463,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   async function makeSnapshot() {
     // The labs' Python sides, from the registry: the snapshot imports them, and
     // every sandbox reads them (it holds no grader to ask).
-    const labs = JSON.parse(grader.labs()).map(({ id }) => {
-      const info = JSON.parse(grader.lab(id));
-      return { id, bridge_py: info.bridge_py };
-    });
+    const labs = JSON.parse(grader.labs()).map(({ id }) => ({ id, bridge_py: labInfo(id).bridge_py }));
     fs.writeFileSync(labsFileOf(snapshotFile), JSON.stringify(labs), { mode: 0o444 });
     if (sandboxScript !== SANDBOX) {
       // A test's sandbox program: the files it may read exist, empty.
@@ -577,9 +577,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       } else if (m.t === 'ready') onReady(slot, m);
       else if (m.t === 'graded' && slot.job && m.id === slot.job.id) {
         if (m.storeSubmissions > 1) stats.storeReuses++;
-        // Its courier store ran this submission's SQL: no other submission meets it.
-        // The spare sandbox is kept (it holds nothing of the thread's) and awaited
-        // by the new thread.
+        // Its store ran this submission's SQL: no other submission meets it.
         if (m.retire && !closed) replaceThread(slot);
         finish(slot, m);
       }
@@ -627,7 +625,6 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       // not (inside one long statement) is replaced, and the job ends without it.
       job.grace = setTimeout(() => {
         if (slot.job !== job) return;
-        job.hung = true;
         stats.threadsHung++;
         replaceThread(slot);
         finish(slot, {});

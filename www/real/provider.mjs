@@ -117,7 +117,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     }
     if (req.method === 'GET' && url.pathname === '/log') return reply(res, 200, JSON.parse(provider.log_since(0)));
     if (req.method === 'GET' && url.pathname === '/final') return reply(res, 200, JSON.parse(provider.final_statuses()));
-    if (req.method === 'GET' && url.pathname === '/pending') return reply(res, 200, { undelivered: provider.pending_webhooks() + outbox.length });
+    if (req.method === 'GET' && url.pathname === '/pending') return reply(res, 200, { undelivered: undelivered() });
     if (req.method === 'POST' && url.pathname === '/tally') {
       return readJson(req, (b) => {
         if (!Array.isArray(b.actions) || !b.actions.every((a) => Number.isSafeInteger(a) && a >= 0)) {
@@ -140,6 +140,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
 
   // Webhooks, one at a time in due order; one the receiver did not take goes again.
   const outbox = [];
+  const undelivered = () => provider.pending_webhooks() + outbox.length;
   let sending = false;
   function post(hook) {
     return new Promise((resolve) => {
@@ -188,7 +189,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
      *  0, a test drives it, so the log's order is the test's). */
     tick,
     /** Webhooks made and not yet taken by the receiver. */
-    undelivered: () => provider.pending_webhooks() + outbox.length,
+    undelivered,
     close() {
       closed = true;
       if (ticker) clearInterval(ticker);

@@ -39,33 +39,48 @@ DRAIN_TIMEOUT_S = 600
 POLL_S = 0.05
 
 
-class UsageError(Exception):
-    pass
-
-
-def _first_line(proc, what):
+def first_line(proc, what):
+    """A child's first line of stdout (its URL), or an error saying why not."""
     line = proc.stdout.readline().strip()
     if not line:
         raise RuntimeError(f"{what} did not start: {proc.stderr.read()[-2000:]}")
     return line
 
 
-def _http(url, body=None):
+def http_json(url, body=None):
+    """GET `url`, or POST `body` as JSON; the answer, parsed."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
 
 
+def stop_all(procs):
+    """SIGTERM to each child still running, SIGKILL to one that has not ended 5 s
+    later; their pipes closed."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for f in (p.stdout, p.stderr):
+            if f:
+                f.close()
+
+
 class Worker:
-    """One worker process, restarted when it ends: `crashes` counts the ends the
-    run did not cause, and `db_up` those while the database was up."""
+    """One worker process, restarted when it ends: `crashes_db_up` counts the ends
+    that were crashes of the learner's code (not of the database)."""
 
     def __init__(self, run, name):
         self.run, self.name = run, name
         self.proc = None
         self.frozen_until = None
-        self.crashes = self.crashes_db_up = 0
+        self.crashes_db_up = 0
         self.last_error = ""
         self.start()
 
@@ -90,7 +105,6 @@ class Worker:
         code = self.proc.poll()
         if code is None:
             return
-        self.crashes += 1
         err = self.proc.stderr.read()
         self.proc.stderr.close()
         if code != EXIT_DB_UNAVAILABLE:
@@ -99,24 +113,16 @@ class Worker:
         self.start()
 
     def stop(self):
-        if self.proc.poll() is None:
-            if self.frozen_until is not None:
-                self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stderr.close()
+        if self.proc.poll() is None and self.frozen_until is not None:
+            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot end on SIGTERM
+        stop_all([self.proc])
 
 
 class Run:
-    def __init__(self, solution, seed, actions, kills, workers, freezes, log=print):
+    def __init__(self, solution, seed, actions, kills, workers, freezes):
         self.solution, self.seed, self.actions, self.kills, self.n_workers = solution, seed, actions, kills, workers
         self.freezes = freezes
         self.rng = random.Random(seed)
-        self.say = log
         self.cluster = None
         self.procs = []
         self.workers = []
@@ -132,14 +138,14 @@ class Run:
             [sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution, "--dsn", self.cluster.dsn],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(receiver)
-        hook_url = _first_line(receiver, "the webhook receiver")
+        hook_url = first_line(receiver, "the webhook receiver")
         self.log_file = os.path.join(self.cluster.root, "provider.log")
         provider = subprocess.Popen(
             ["node", os.path.join(HERE, "provider.mjs"), "--seed", str(self.seed), "--webhook", hook_url,
              "--log", self.log_file],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(provider)
-        self.provider_url = _first_line(provider, "the provider")
+        self.provider_url = first_line(provider, "the provider")
         self.t0 = time.monotonic()
         self.enqueue()
         self.workers = [Worker(self, f"w{i}") for i in range(self.n_workers)]
@@ -156,18 +162,7 @@ class Run:
     def stop(self):
         for w in self.workers:
             w.stop()
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            for f in (p.stdout, p.stderr):
-                if f:
-                    f.close()
+        stop_all(self.procs)
         if self.cluster:
             self.cluster.close()
 
@@ -223,7 +218,7 @@ class Run:
             time.sleep(POLL_S)
         drained = n is not None and n >= self.actions
         # The webhooks still on their way, then the provider's final word.
-        while drained and time.monotonic() < deadline and _http(f"{self.provider_url}/pending")["undelivered"]:
+        while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
         return self.report(drained)
 
@@ -231,8 +226,8 @@ class Run:
 
     def report(self, drained):
         ids = list(range(1, self.actions + 1))
-        tally = _http(f"{self.provider_url}/tally", {"actions": ids})
-        final = _http(f"{self.provider_url}/final")
+        tally = http_json(f"{self.provider_url}/tally", {"actions": ids})
+        final = http_json(f"{self.provider_url}/final")
         with psycopg.connect(self.cluster.dsn, autocommit=True) as c:
             outbox = dict(c.execute("SELECT action_id, status FROM outbox").fetchall())
             dispatched = c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]

@@ -5,51 +5,19 @@
 # final status. No process of the run may be left behind.
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import psycopg
 import pytest
+
+from run import first_line, http_json, stop_all
 
 REAL = os.path.join(os.path.dirname(__file__), "..")
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 ACTIONS = 40
 STORES = 8
-
-
-def _first_line(proc, what, timeout_s=20):
-    """A child's first line of stdout (its URL), or a failure saying why not."""
-    deadline = time.monotonic() + timeout_s
-    line = proc.stdout.readline()
-    if not line.strip() or time.monotonic() > deadline:
-        raise AssertionError(f"{what} did not start: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
-    return line.strip()
-
-
-def _stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def _post(url, body):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def _get(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
 
 
 @pytest.fixture()
@@ -63,13 +31,13 @@ def run(cluster, tmp_path):
             [sys.executable, os.path.join(REAL, "receiver.py"), "--solution", REFERENCE, "--dsn", cluster.dsn],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(receiver)
-        hook_url = _first_line(receiver, "the receiver")
+        hook_url = first_line(receiver, "the receiver")
         provider = subprocess.Popen(
             ["node", os.path.join(REAL, "provider.mjs"), "--seed", "7", "--webhook", hook_url,
              "--log", str(tmp_path / "provider.log")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(provider)
-        provider_url = _first_line(provider, "the provider")
+        provider_url = first_line(provider, "the provider")
         t0 = time.monotonic()
 
         def worker(name):
@@ -82,7 +50,7 @@ def run(cluster, tmp_path):
 
         yield {"provider": provider_url, "worker": worker, "log": tmp_path / "provider.log", "t0": t0}
     finally:
-        _stop(procs)
+        stop_all(procs)
         left = [p.pid for p in procs if p.poll() is None]
         assert not left, f"processes left running: {left}"
 
@@ -108,11 +76,11 @@ def test_workers_deliver_each_action_exactly_once_through_the_real_provider(clus
         time.sleep(0.2)
 
     # The chaos table's first rows, counted from the provider's own log.
-    tally = _post(f"{run['provider']}/tally", {"actions": list(range(1, ACTIONS + 1))})
+    tally = http_json(f"{run['provider']}/tally", {"actions": list(range(1, ACTIONS + 1))})
     assert tally == {"actions": ACTIONS, "exactly_one_effect": ACTIONS, "more_than_one_effect": 0,
                      "no_effect": 0, "resends_without_lookup": 0}
     # The webhooks, merged by the receiver, bring each row to the provider's final word.
-    final = _get(f"{run['provider']}/final")
+    final = http_json(f"{run['provider']}/final")
     assert sorted(int(a) for a in final) == list(range(1, ACTIONS + 1))
     deadline = time.monotonic() + 60
     while True:
@@ -124,5 +92,5 @@ def test_workers_deliver_each_action_exactly_once_through_the_real_provider(clus
         time.sleep(0.5)
     # The log on disk is the provider's log, line for line.
     on_disk = [json.loads(line) for line in run["log"].read_text().splitlines()]
-    assert on_disk == _get(f"{run['provider']}/log")[: len(on_disk)]
+    assert on_disk == http_json(f"{run['provider']}/log")[: len(on_disk)]
     assert sum(1 for e in on_disk if e["what"] == "effect") == ACTIONS
