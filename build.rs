@@ -1,342 +1,108 @@
-//! Turns the case files (TOML, written by people) into Rust source that builds the
-//! engine's `Case`s, so the engine (and its WASM) carries no case parser at all. The
-//! files are parsed and checked here, with the same code the tests use
-//! (`src/deliver_once/case_format.rs`): a malformed file fails the build, naming the
-//! file, the case and the field. The `expect` tables are not compiled in; `cargo test`
-//! checks them against the reference (`tests/reference.rs`, `tests/courier_cases.rs`).
+//! Builds what the engine compiles in from outside Rust, for each lab of the one
+//! list (`src/labs.rs`, read here through `labs!` as the engine reads it):
+//!
+//! - the lab's cases: its case files (TOML, written by people) become Rust source
+//!   that builds the engine's cases, so the engine (and its WASM) carries no case
+//!   parser at all. Each lab's `case_source.rs` parses and checks them with the code
+//!   the tests use (its `case_format.rs`): a malformed file fails the build, naming
+//!   the file, the case and the field. The `expect` tables are not compiled in;
+//!   `cargo test` checks them against the reference.
+//! - which labs the build holds: every lab, or those the environment variable
+//!   `DELIVERY_LAB_ONLY` names (comma-separated ids), as the cfg `lab = "<id>"`. A
+//!   page's grader holds its own lab only (scripts/build-wasm.sh).
 
-// Each lab's case format includes src/case_files.rs itself, so that a test can
-// include one format alone; here both are included, so it is in twice (harmless:
-// two private copies, each used by its own format).
+// Each lab's case format includes src/case_files.rs itself, and so does this script:
+// private copies, each used by its own includer.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "src/deliver_once/case_format.rs"]
-mod case_format;
-#[path = "src/courier/case_format.rs"]
-mod courier_format;
+#[path = "src/case_files.rs"]
+mod case_files;
 
-use case_format::{Answer, Body, Call, Case, KvPreload, Policy, Task};
 use std::env;
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The lab whose cases this script compiles (its format is `case_format`'s).
-const LAB: &str = "deliver-once";
+/// A lab of the list: its id, its module, and its cases as Rust source.
+struct LabBuild {
+    id: &'static str,
+    module: &'static str,
+    cases_source: fn(&Path, &str, bool) -> Result<String, String>,
+}
+
+// Each lab's `case_source.rs`, in a module named as the lab's.
+macro_rules! labs {
+    ($($id:literal => $module:ident :: $lab:ident),* $(,)?) => {
+        $(
+            #[allow(dead_code)]
+            mod $module {
+                include!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", stringify!($module), "/case_source.rs"));
+            }
+        )*
+        const LABS: &[LabBuild] = &[$(LabBuild {
+            id: $id,
+            module: stringify!($module),
+            cases_source: $module::cases_source,
+        }),*];
+    };
+}
+
+include!("src/labs.rs");
+
+const ONLY: &str = "DELIVERY_LAB_ONLY";
 
 fn main() {
     let hidden = env::var_os("CARGO_FEATURE_HIDDEN").is_some();
     let root = Path::new(".");
-    compile_cases(
-        root,
-        LAB,
-        hidden,
-        "deliver_once_cases.rs",
-        deliver_once_source,
-        || case_format::load_lab(root, LAB, hidden),
+    println!("cargo:rerun-if-changed=src/labs.rs");
+    println!("cargo:rerun-if-env-changed={ONLY}");
+    let ids: Vec<String> = LABS.iter().map(|l| format!("{:?}", l.id)).collect();
+    println!(
+        "cargo::rustc-check-cfg=cfg(lab, values({}))",
+        ids.join(", ")
     );
-    compile_cases(
-        root,
-        courier_format::LAB,
-        hidden,
-        "courier_cases.rs",
-        courier_source,
-        || courier_format::load_lab(root, hidden),
-    );
+    for lab in held() {
+        println!("cargo::rustc-cfg=lab={:?}", lab.id);
+        compile_cases(root, lab, hidden);
+    }
+}
+
+/// The labs this build holds: every lab, or the ones `DELIVERY_LAB_ONLY` names.
+fn held() -> Vec<&'static LabBuild> {
+    let Some(only) = env::var(ONLY).ok().filter(|v| !v.trim().is_empty()) else {
+        return LABS.iter().collect();
+    };
+    only.split(',')
+        .map(|id| {
+            LABS.iter().find(|l| l.id == id.trim()).unwrap_or_else(|| {
+                let known: Vec<_> = LABS.iter().map(|l| l.id).collect();
+                eprintln!(
+                    "error: {ONLY} names `{}`, which is no lab; the labs are: {}",
+                    id.trim(),
+                    known.join(", ")
+                );
+                std::process::exit(1);
+            })
+        })
+        .collect()
 }
 
 /// Watches `lab`'s case folders (for added and removed files) and every file in them,
-/// loads its cases (a malformed file ends the build, named) and writes `source` of
-/// them to `OUT_DIR/out`.
-fn compile_cases<C, E: std::fmt::Display>(
-    root: &Path,
-    lab: &str,
-    hidden: bool,
-    out: &str,
-    source: fn(&[C]) -> String,
-    load: impl FnOnce() -> Result<Vec<C>, E>,
-) {
+/// loads its cases (a malformed file ends the build, named) and writes them as Rust
+/// source to `OUT_DIR/<module>_cases.rs`.
+fn compile_cases(root: &Path, lab: &LabBuild, hidden: bool) {
     for dir in [
-        case_format::examples_dir(lab),
-        Path::new("hidden-tests").join(lab),
+        case_files::examples_dir(lab.id),
+        Path::new("hidden-tests").join(lab.id),
     ] {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
-    for (path, _) in case_format::lab_files(root, lab, hidden) {
+    for (path, _) in case_files::lab_files(root, lab.id, hidden) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    let cases = load().unwrap_or_else(|e| {
+    let source = (lab.cases_source)(root, lab.id, hidden).unwrap_or_else(|e| {
         eprintln!("error: malformed case file: {e}");
         std::process::exit(1);
     });
-    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join(out);
-    fs::write(dest, source(&cases)).unwrap();
-}
-
-/// One Rust expression, a `Vec<UnitCase>` of the courier engine's types
-/// (`src/courier/units.rs`, `sim.rs`, `provider.rs`).
-fn courier_source(cases: &[courier_format::Case]) -> String {
-    use courier_format::{CallSpec, LookupAnswer, SendAnswer};
-    let status = |s: courier_format::Status| format!("Status::{s:?}");
-    let mut out = String::from(
-        "// Generated by build.rs from the case files. Do not edit.\n{\n    #[allow(unused_imports)]\n    use crate::courier::provider::{LookupAnswer, SendAnswer, Status, Webhook};\n    use crate::courier::rules::Rule;\n    use crate::courier::sim::{Call, OutboxState, Script, StoreState, Tables};\n    use crate::courier::units::{action, UnitCase};\n    use crate::report::TestKind;\n    vec![\n",
-    );
-    for c in cases {
-        let kind = if c.hidden { "Hidden" } else { "Example" };
-        let actions: Vec<String> = c
-            .actions
-            .iter()
-            .map(|a| {
-                format!(
-                    "action({}, {:?}, {:?}, {:?}, {}, {})",
-                    a.id,
-                    a.store,
-                    a.state.as_str(),
-                    a.owner.as_deref(),
-                    a.epoch,
-                    a.lease_until_ms
-                )
-            })
-            .collect();
-        let stores: Vec<String> = c
-            .stores
-            .iter()
-            .map(|s| {
-                format!(
-                    "StoreState {{ store: {:?}.into(), last_served_ms: {} }}",
-                    s.store, s.last_served_ms
-                )
-            })
-            .collect();
-        let outbox: Vec<String> = c
-            .outbox
-            .iter()
-            .map(|o| {
-                format!(
-                    "OutboxState {{ action_id: {}, idem_key: {:?}.into(), attempts: {}, status: {:?}.into(), message_id: {}, events_applied: {} }}",
-                    o.action_id,
-                    o.key(),
-                    o.attempts,
-                    o.status.as_str(),
-                    o.message_id.as_ref().map_or("None".into(), |m| format!("Some({m:?}.into())")),
-                    o.events_applied
-                )
-            })
-            .collect();
-        let events: Vec<String> = c
-            .webhook_events
-            .iter()
-            .map(|e| format!("{e:?}.into()"))
-            .collect();
-        let call = match &c.call {
-            CallSpec::Claim { worker, now_ms } => {
-                format!("Call::Claim {{ worker: {worker:?}.into(), now_ms: {now_ms} }}")
-            }
-            CallSpec::WriteIntent { action_id, worker, epoch } => format!(
-                "Call::WriteIntent {{ action_id: {action_id}, worker: {worker:?}.into(), epoch: {epoch} }}"
-            ),
-            CallSpec::DeliverStep { action_id, worker, epoch, now_ms } => format!(
-                "Call::DeliverStep {{ action_id: {action_id}, worker: {worker:?}.into(), epoch: {epoch}, now_ms: {now_ms} }}"
-            ),
-            CallSpec::Heartbeat { action_id, worker, epoch, now_ms } => format!(
-                "Call::Heartbeat {{ action_id: {action_id}, worker: {worker:?}.into(), epoch: {epoch}, now_ms: {now_ms} }}"
-            ),
-            CallSpec::OnWebhook { event_id, key, message_id, status: s } => format!(
-                "Call::OnWebhook {{ event: Webhook {{ event_id: {event_id:?}.into(), key: {key:?}.into(), message_id: {message_id:?}.into(), status: {}, due_s: 0.0 }} }}",
-                status(*s)
-            ),
-            CallSpec::Merge { current, reported } => format!(
-                "Call::Merge {{ current: {:?}.into(), reported: {:?}.into() }}",
-                current.as_str(),
-                reported.as_str()
-            ),
-        };
-        let sends: Vec<String> = c
-            .provider
-            .sends
-            .iter()
-            .map(|a| match a {
-                SendAnswer::Accepted { message_id } => {
-                    format!("SendAnswer::Accepted {{ message_id: {message_id:?}.into() }}")
-                }
-                SendAnswer::Timeout => "SendAnswer::Timeout".into(),
-            })
-            .collect();
-        let lookups: Vec<String> = c
-            .provider
-            .lookups
-            .iter()
-            .map(|a| match a {
-                LookupAnswer::Found {
-                    message_id,
-                    status: s,
-                } => format!(
-                    "LookupAnswer::Found {{ message_id: {message_id:?}.into(), status: {} }}",
-                    status(*s)
-                ),
-                LookupAnswer::NotFound => "LookupAnswer::NotFound".into(),
-                LookupAnswer::Timeout => "LookupAnswer::Timeout".into(),
-            })
-            .collect();
-        writeln!(
-            out,
-            "        UnitCase {{\n            name: {:?},\n            kind: TestKind::{kind},\n            rule: Rule::{:?},\n            setup: Tables {{\n                actions: vec![{}],\n                stores: vec![{}],\n                outbox: vec![{}],\n                webhook_events: vec![{}],\n            }},\n            call: {call},\n            script: Script {{\n                kill_at_statement: None,\n                kill_after_send: {},\n                db_down: {},\n                sends: vec![{}],\n                lookups: vec![{}],\n                all_or_nothing: {},\n            }},\n        }},",
-            c.name,
-            c.rule,
-            actions.join(", "),
-            stores.join(", "),
-            outbox.join(", "),
-            events.join(", "),
-            c.world.kill_after_send,
-            c.world.db_down,
-            sends.join(", "),
-            lookups.join(", "),
-            c.all_or_nothing,
-        )
-        .unwrap();
-    }
-    out.push_str("    ]\n}\n");
-    out
-}
-
-/// One Rust expression, a `Vec<Case>` of the engine's types (`src/deliver_once/case.rs`).
-fn deliver_once_source(cases: &[Case]) -> String {
-    let mut out = String::from(
-        "// Generated by build.rs from the case files. Do not edit.\n{\n    #[allow(unused_imports)]\n    use crate::deliver_once::case::{Body, DifferentialSpec};\n    use crate::deliver_once::model::{SendResult, TaskKind};\n    use crate::deliver_once::rules::Rule;\n    use crate::report::TestKind;\n    vec![\n",
-    );
-    for c in cases {
-        let kind = if c.hidden { "Hidden" } else { "Example" };
-        let rules: Vec<String> = c.rules.iter().map(|r| format!("Rule::{r:?}")).collect();
-        write!(
-            out,
-            "        case(\n            {:?},\n            {:?},\n            TestKind::{kind},\n            &[{}],\n            {:?},\n            ",
-            c.file,
-            c.name,
-            rules.join(", "),
-            c.section.name()
-        )
-        .unwrap();
-        match &c.body {
-            Body::Differential { seed, spec } => write!(
-                out,
-                "Body::Differential {{ seed: {seed}, spec: DifferentialSpec {{ next_step: {}, deliver_once: {} }} }}",
-                spec.next_step, spec.deliver_once
-            )
-            .unwrap(),
-            Body::Scripted(s) => {
-                let kv: Vec<String> = s.kv.iter().map(kv_preload).collect();
-                let provider: Vec<String> = s.provider.iter().map(send_result).collect();
-                write!(
-                    out,
-                    "scripted(\n                {},\n                vec![{}],\n                vec![{}],\n                vec![\n",
-                    s.seed,
-                    kv.join(", "),
-                    provider.join(", ")
-                )
-                .unwrap();
-                for step in &s.steps {
-                    writeln!(out, "                    {},", call(step.at_s, &step.call)).unwrap();
-                }
-                out.push_str("                ],\n            )");
-            }
-        }
-        out.push_str(",\n        ),\n");
-    }
-    out.push_str("    ]\n}\n");
-    out
-}
-
-/// One step: the call, at its time (`next_step`'s `now` is that time too).
-fn call(at_s: f64, c: &Call) -> String {
-    match c {
-        Call::DeliverOnce { task: t, policy: p } => {
-            format!("deliver_once({}, {}, {})", float(at_s), task(t), policy(p))
-        }
-        Call::NextStep {
-            task: t,
-            result,
-            now_s,
-            policy: p,
-        } => {
-            assert_eq!(
-                now_s.to_bits(),
-                at_s.to_bits(),
-                "next_step runs at its step's time"
-            );
-            format!(
-                "next_step({}, {}, {}, {})",
-                float(at_s),
-                task(t),
-                send_result(result),
-                policy(p)
-            )
-        }
-    }
-}
-
-fn task(t: &Task) -> String {
-    format!(
-        "task({:?}, TaskKind::{:?}, {}, {}, {:?})",
-        t.key,
-        t.kind,
-        t.attempt,
-        float(t.expires_at_s),
-        t.fallback.as_deref().unwrap_or("")
-    )
-}
-
-fn policy(p: &Policy) -> String {
-    format!(
-        "policy({}, {}, {}, {}, {})",
-        float(p.claim_ttl_s),
-        p.at_most_once,
-        float(p.min_delay_s),
-        float(p.base_delay_s),
-        p.max_attempts
-    )
-}
-
-/// The engine's own constructors, so a scripted answer means what it means at run time.
-fn send_result(a: &Answer) -> String {
-    match a {
-        Answer::Ok => "SendResult::ok()".into(),
-        Answer::Transient {
-            reason,
-            retry_after_s,
-        } => format!(
-            "SendResult::transient({reason:?}, {})",
-            option(*retry_after_s, float)
-        ),
-        Answer::Permanent { reason } => format!("SendResult::permanent({reason:?})"),
-    }
-}
-
-fn kv_preload(k: &KvPreload) -> String {
-    format!(
-        "kv({:?}, {:?}, {}, {})",
-        k.key,
-        k.value,
-        option(k.ttl_s, float),
-        float(k.written_at_s)
-    )
-}
-
-fn option<T>(x: Option<T>, f: impl Fn(T) -> String) -> String {
-    x.map_or_else(|| "None".into(), |x| format!("Some({})", f(x)))
-}
-
-/// An f64 literal that reads back as exactly `x` (`Debug` prints the shortest such).
-fn float(x: f64) -> String {
-    if x.is_nan() {
-        "f64::NAN".into()
-    } else if x.is_infinite() {
-        if x > 0.0 {
-            "f64::INFINITY"
-        } else {
-            "f64::NEG_INFINITY"
-        }
-        .into()
-    } else {
-        format!("{x:?}")
-    }
+    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join(format!("{}_cases.rs", lab.module));
+    fs::write(dest, source).unwrap();
 }

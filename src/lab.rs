@@ -6,7 +6,6 @@
 use crate::report::{Audience, Report, TestKind, TestReport, TestSheet, TestStatus};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
-use std::any::Any;
 
 /// The type of one argument of a world operation, as a host checks what crosses
 /// to it (the grading CLI refuses a sandbox's request whose arguments do not fit).
@@ -24,12 +23,130 @@ pub enum Arg {
     Bool,
 }
 
-/// One operation a learner call reaches on its world: a method of the world object
-/// the WASM boundary passes with each call, with its arguments' types.
+/// One operation a learner call reaches on its world, by name, with its arguments'
+/// types: what the lab's `LabWorld::op` answers.
 #[derive(Debug, Serialize)]
 pub struct WorldOp {
     pub name: &'static str,
     pub args: &'static [Arg],
+}
+
+/// The most arguments a world operation takes (the WASM world object's `op` has
+/// this many argument slots; `tests/labs.rs` holds every lab to it).
+pub const OP_ARGS_MAX: usize = 4;
+
+/// An argument of a world operation, already of its `Arg` type, or an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpValue {
+    /// Python's None: an absent `NumberOrNull` argument, or an answer of nothing.
+    Null,
+    Bool(bool),
+    /// Always finite.
+    Number(f64),
+    Str(String),
+}
+
+impl OpValue {
+    pub fn str(&self) -> &str {
+        match self {
+            OpValue::Str(s) => s,
+            _ => "",
+        }
+    }
+
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            OpValue::Number(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    pub fn bool(&self) -> bool {
+        matches!(self, OpValue::Bool(true))
+    }
+}
+
+/// Why a world operation was not run: the request did not fit the lab's protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpError {
+    /// No operation of this name on this lab's world.
+    Unknown { op: String },
+    /// Argument `index` (from 0) is not of the operation's type, or missing, or extra.
+    BadArgument {
+        op: &'static str,
+        index: usize,
+        want: Arg,
+    },
+    /// More arguments than the operation takes.
+    TooMany { op: &'static str, takes: usize },
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpError::Unknown { op } => write!(f, "the world has no operation `{op}`"),
+            OpError::BadArgument { op, index, want } => {
+                let want = match want {
+                    Arg::Str => "a string",
+                    Arg::Number => "a finite number",
+                    Arg::NumberOrNull => "a finite number or None",
+                    Arg::Bool => "True or False",
+                };
+                write!(f, "{op}: argument {} must be {want}", index + 1)
+            }
+            OpError::TooMany { op, takes: 1 } => write!(f, "{op} takes 1 argument"),
+            OpError::TooMany { op, takes } => write!(f, "{op} takes {takes} arguments"),
+        }
+    }
+}
+
+/// The world of one learner call, as a host reaches it: each operation of the lab's
+/// `LabInfo::world_ops` by name. A host never needs to know which lab's world it
+/// holds (the WASM boundary has one world object for every lab).
+pub trait LabWorld {
+    /// The operations this world answers (its lab's `LabInfo::world_ops`).
+    fn ops(&self) -> &'static [WorldOp];
+    /// Runs `op`, whose arguments `world_op` has checked against its `WorldOp`.
+    fn run_op(&self, op: &WorldOp, args: &[OpValue]) -> OpValue;
+    /// Another handle on the same world (worlds are shared handles).
+    fn handle(&self) -> Box<dyn LabWorld>;
+}
+
+/// Runs the operation `name` of `world` on `args`: checked first against the lab's
+/// protocol, so a world only ever sees the arguments its `WorldOp` promises.
+/// `arg(i, want)` reads argument `i` as `want`'s type (`None` when it is not one).
+pub fn world_op(
+    world: &dyn LabWorld,
+    name: &str,
+    given: usize,
+    mut arg: impl FnMut(usize, Arg) -> Option<OpValue>,
+) -> Result<OpValue, OpError> {
+    let op = world
+        .ops()
+        .iter()
+        .find(|o| o.name == name)
+        .ok_or_else(|| OpError::Unknown {
+            op: crate::report::cap_chars(name, 40),
+        })?;
+    if given > op.args.len() {
+        return Err(OpError::TooMany {
+            op: op.name,
+            takes: op.args.len(),
+        });
+    }
+    let args = op
+        .args
+        .iter()
+        .enumerate()
+        .map(|(index, &want)| {
+            arg(index, want).ok_or(OpError::BadArgument {
+                op: op.name,
+                index,
+                want,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(world.run_op(op, &args))
 }
 
 /// One task of a lab: a section of its `lab.md` that the learner works through.
@@ -124,7 +241,7 @@ pub trait LearnerHost {
         &mut self,
         fn_name: &str,
         args_json: &str,
-        world: Option<&dyn Any>,
+        world: Option<&dyn LabWorld>,
     ) -> Result<String, String>;
     /// What the learner's code printed since the last time this was asked.
     fn take_output(&mut self) -> Option<String> {
@@ -139,7 +256,7 @@ pub fn learner_call(
     host: &mut dyn LearnerHost,
     fn_name: &str,
     args: &impl Serialize,
-    world: &dyn Any,
+    world: &dyn LabWorld,
 ) -> Result<Value, LearnerError> {
     let fault = |why: String| LearnerError::Host {
         message: format!("The page could not run `{fn_name}`: {why}"),

@@ -1,31 +1,29 @@
 //! The browser's boundary, and nothing more: one long-lived `Grader` handle, the
-//! world objects a learner call reaches the fakes through (`World`, `CourierWorld`),
-//! and the host's JS solution object as every lab's `LearnerHost`. Which labs there
+//! `World` object a learner call reaches its lab's world through (one type for every
+//! lab: `op(name, ...args)`, checked against the lab's `world_ops`), and the host's
+//! JS solution object as every lab's `LearnerHost`. Which labs there
 //! are, and how each grades, is the registry's (`src/lab.rs`). Data crosses as JSON
 //! strings of the serde types the native hosts use, so the page reads the same
 //! reports as the CLI. Every failure reaches JS as an `Error` (made by `js_error`),
 //! never as a panic.
 
-#[cfg(feature = "courier")]
-use crate::courier::sim::{Fault, Faults, StepWorld};
-#[cfg(feature = "deliver-once")]
-use crate::deliver_once::world;
-use crate::lab::{lab_by_id, Lab, LearnerHost, RunMode, WorldOp};
+use crate::lab::{
+    lab_by_id, world_op, Arg, Lab, LabWorld, LearnerHost, OpValue, RunMode, WorldOp, OP_ARGS_MAX,
+};
 use crate::labs;
 use crate::report::{Audience, Report, TestKind};
 use serde::Serialize;
-use std::any::Any;
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 /// The one error helper: a JS `Error` with this message.
-fn js_error(message: impl Display) -> JsError {
+pub(crate) fn js_error(message: impl Display) -> JsError {
     JsError::new(&message.to_string())
 }
 
-fn to_json(value: &impl Serialize) -> Result<String, JsError> {
+pub(crate) fn to_json(value: &impl Serialize) -> Result<String, JsError> {
     serde_json::to_string(value).map_err(js_error)
 }
 
@@ -332,8 +330,8 @@ fn grade_report(
 }
 
 /// The host's JS solution object as every lab's `LearnerHost`. The world of a call
-/// is handed to JS as the world object of its type (`World`, `CourierWorld`), and
-/// emptied when the call returns, so a handle JS kept can no longer touch it.
+/// is handed to JS as a `World` over a handle of its own, emptied when the call
+/// returns, so a handle JS kept can no longer touch it.
 struct JsHost(SolutionObject);
 
 impl LearnerHost for JsHost {
@@ -341,15 +339,16 @@ impl LearnerHost for JsHost {
         &mut self,
         fn_name: &str,
         args_json: &str,
-        world: Option<&dyn Any>,
+        world: Option<&dyn LabWorld>,
     ) -> Result<String, String> {
-        let (js_world, release) = match world {
-            None => (JsValue::UNDEFINED, None),
-            Some(w) => js_world(w).ok_or("the lab's world has no object in this build")?,
+        let slot = world.map(|w| Rc::new(RefCell::new(Some(w.handle()))));
+        let js_world = match &slot {
+            Some(slot) => JsValue::from(World { slot: slot.clone() }),
+            None => JsValue::UNDEFINED,
         };
         let returned = self.0.call(fn_name, args_json, js_world);
-        if let Some(release) = release {
-            release();
+        if let Some(slot) = slot {
+            drop(slot.borrow_mut().take());
         }
         let returned =
             returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
@@ -364,226 +363,62 @@ impl LearnerHost for JsHost {
     }
 }
 
-/// What empties a world's slot when its call returns.
-type Release = Box<dyn FnOnce()>;
-
-/// A world lent to JS for one call: its JS object over a slot of its own, and what
-/// empties the slot afterwards.
-fn lend<T: Clone + 'static>(
-    w: &T,
-    object: impl FnOnce(Rc<RefCell<Option<T>>>) -> JsValue,
-) -> (JsValue, Option<Release>) {
-    let slot = Rc::new(RefCell::new(Some(w.clone())));
-    let js = object(slot.clone());
-    (js, Some(Box::new(move || drop(slot.borrow_mut().take()))))
-}
-
-/// A world as its JS object, and what empties it after the call; `None` for a
-/// world type this build has no object for.
-fn js_world(w: &dyn Any) -> Option<(JsValue, Option<Release>)> {
-    #[cfg(feature = "deliver-once")]
-    if let Some(w) = w.downcast_ref::<world::World>() {
-        return Some(lend(w, |slot| World { slot }.into()));
-    }
-    #[cfg(feature = "courier")]
-    if let Some(w) = w.downcast_ref::<StepWorld>() {
-        return Some(lend(w, |slot| CourierWorld { slot }.into()));
-    }
-    let _ = w;
-    None
-}
-
-/// The first lab's boundary: its world and its solution adapter.
-#[cfg(feature = "deliver-once")]
-mod deliver_once_host {
-    use super::*;
-
-    /// The world of one learner call. Rust empties the slot when the call returns, so the
-    /// engine's world is released at once and a handle JS kept (say, a learner who stored
-    /// `kv` in a global) can no longer touch a finished test; it then throws. The small
-    /// wrapper itself is JS-owned: the caller should `free()` it when `call` returns, and
-    /// wasm-bindgen's FinalizationRegistry reclaims it otherwise.
-    #[wasm_bindgen]
-    pub struct World {
-        pub(super) slot: Rc<RefCell<Option<world::World>>>,
-    }
-
-    impl World {
-        /// A clone of the engine's handle, so no borrow is held while the world works.
-        fn live(&self) -> Result<world::World, JsError> {
-            self.slot.borrow().clone().ok_or_else(|| {
-                js_error("This world belongs to a call that has already returned; use the one passed to the current call")
-            })
-        }
-    }
-
-    #[wasm_bindgen]
-    impl World {
-        pub fn now_s(&self) -> Result<f64, JsError> {
-            Ok(self.live()?.now_s())
-        }
-
-        pub fn kv_get(&self, key: &str) -> Result<Option<String>, JsError> {
-            Ok(self.live()?.kv_get(key))
-        }
-
-        /// `ttl_s`: seconds, or `undefined`/`null` for a key that never expires.
-        pub fn kv_set(
-            &self,
-            key: &str,
-            value: &str,
-            ttl_s: Option<f64>,
-            nx: bool,
-        ) -> Result<bool, JsError> {
-            let world = self.live()?;
-            // The engine's world takes finite TTLs only; the bridge is where that is checked.
-            if ttl_s.is_some_and(|t| !t.is_finite()) {
-                return Err(js_error(
-                    "kv.set: ttl must be a finite number of seconds, or None",
-                ));
-            }
-            Ok(world.kv_set(key, value, ttl_s, nx))
-        }
-
-        pub fn kv_delete(&self, key: &str) -> Result<bool, JsError> {
-            Ok(self.live()?.kv_delete(key))
-        }
-
-        /// The provider's answer, as JSON of `SendResult`.
-        pub fn send(&self, task_key: &str) -> Result<String, JsError> {
-            to_json(&self.live()?.send(task_key))
-        }
-
-        pub fn uniform(&self, a: f64, b: f64) -> Result<f64, JsError> {
-            Ok(self.live()?.uniform(a, b))
-        }
-    }
-}
-
-#[cfg(feature = "deliver-once")]
-use deliver_once_host::World;
-
-/// The courier lab's boundary: its world and its host adapter.
-#[cfg(feature = "courier")]
-mod courier_host {
-    use super::*;
-
-    /// The courier lab's world for one step: every database statement and provider
-    /// call of the learner's code asks it first (see `courier::sim::Faults`).
-    #[wasm_bindgen]
-    pub struct CourierWorld {
-        pub(super) slot: Rc<RefCell<Option<StepWorld>>>,
-    }
-
-    impl CourierWorld {
-        fn live(&self) -> Result<StepWorld, JsError> {
-            self.slot.borrow().clone().ok_or_else(|| {
-                js_error("This database or provider belongs to a step that has already returned; use the ones passed to the current call")
-            })
-        }
-    }
-
-    #[wasm_bindgen]
-    impl CourierWorld {
-        /// Before a statement: `go`, `kill` (the worker dies here) or `db-down`.
-        pub fn statement(&self, in_tx: bool) -> Result<String, JsError> {
-            Ok(match self.live()?.statement(in_tx) {
-                Fault::Go => "go",
-                Fault::Kill => "kill",
-                Fault::DbDown => "db-down",
-            }
-            .into())
-        }
-
-        /// JSON of the answer (`{"answer": "accepted", "message_id": ...}` or
-        /// `{"answer": "timeout"}`), or `{"answer": "killed"}`.
-        pub fn send(
-            &self,
-            key: &str,
-            phone: &str,
-            body: &str,
-            committed_attempts: Option<f64>,
-        ) -> Result<String, JsError> {
-            let committed = committed_attempts.map(|a| a as i64);
-            match self.live()?.send(key, phone, body, committed) {
-                Ok(a) => to_json(&a),
-                Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
-            }
-        }
-
-        pub fn lookup(&self, key: &str) -> Result<String, JsError> {
-            match self.live()?.lookup(key) {
-                Ok(a) => to_json(&a),
-                Err(_) => Ok(r#"{"answer":"killed"}"#.into()),
-            }
-        }
-    }
-}
-
-#[cfg(feature = "courier")]
-use courier_host::CourierWorld;
-
-/// The courier lab's misbehaving provider on its own, for the real run's provider
-/// server (`www/real/provider.mjs`): the simulation's provider, so its behaviour is
-/// written once. Time is the caller's (seconds since the run began); answers and
-/// logs are JSON of the engine's types.
-#[cfg(feature = "courier")]
+/// The world of one learner call, for every lab: `op(name, ...args)` runs one of the
+/// operations the lab's registry entry lists (`world_ops`), with its arguments
+/// checked against their types. Rust empties the slot when the call returns, so the
+/// engine's world is released at once and a handle JS kept (say, a learner who
+/// stored `kv` in a global) can no longer touch a finished test; it then throws. The
+/// small wrapper itself is JS-owned: the caller should `free()` it when `call`
+/// returns, and wasm-bindgen's FinalizationRegistry reclaims it otherwise.
 #[wasm_bindgen]
-pub struct CourierProvider {
-    inner: crate::courier::provider::Provider,
+pub struct World {
+    slot: Rc<RefCell<Option<Box<dyn LabWorld>>>>,
 }
 
-#[cfg(feature = "courier")]
+/// An argument slot read as the type an operation wants (`undefined` is absent).
+fn op_arg(v: &JsValue, want: Arg) -> Option<OpValue> {
+    let finite = |v: &JsValue| v.as_f64().filter(|x| x.is_finite()).map(OpValue::Number);
+    match want {
+        Arg::Str => v.as_string().map(OpValue::Str),
+        Arg::Number => finite(v),
+        Arg::NumberOrNull if v.is_null() || v.is_undefined() => Some(OpValue::Null),
+        Arg::NumberOrNull => finite(v),
+        Arg::Bool => v.as_bool().map(OpValue::Bool),
+    }
+}
+
 #[wasm_bindgen]
-impl CourierProvider {
-    /// The provider with the lab's rates and timing, seeded.
-    #[wasm_bindgen(constructor)]
-    pub fn new(seed: u32) -> CourierProvider {
-        use crate::courier::provider::{Provider, Rates, Timing};
-        CourierProvider {
-            inner: Provider::new(u64::from(seed), Rates::default(), Timing::default()),
-        }
-    }
-
-    /// A send for `action` with idempotency key `key`: `{"answer": "accepted",
-    /// "message_id"}` or `{"answer": "timeout"}`.
-    pub fn send(&mut self, now_s: f64, action: f64, key: &str) -> Result<String, JsError> {
-        if !(action.is_finite() && action >= 0.0 && action.fract() == 0.0) {
-            return Err(js_error("send: the action must be a whole number"));
-        }
-        to_json(&self.inner.send(now_s, action as u64, key))
-    }
-
-    /// `{"answer": "found", "message_id", "status"}`, `{"answer": "not-found"}` or
-    /// `{"answer": "timeout"}`.
-    pub fn lookup(&mut self, now_s: f64, key: &str) -> Result<String, JsError> {
-        to_json(&self.inner.lookup(now_s, key))
-    }
-
-    /// The webhooks due by `now_s`, in due order: `[{event_id, key, message_id, status, due_s}]`.
-    pub fn due_webhooks(&mut self, now_s: f64) -> Result<String, JsError> {
-        to_json(&self.inner.due_webhooks(now_s))
-    }
-
-    /// Webhooks made but not yet due.
-    pub fn pending_webhooks(&self) -> u32 {
-        self.inner.pending_webhooks() as u32
-    }
-
-    /// The provider's own log from entry `from` on (it only grows).
-    pub fn log_since(&self, from: u32) -> Result<String, JsError> {
-        let log = self.inner.log();
-        to_json(&log.get(from as usize..).unwrap_or(&[]))
-    }
-
-    /// The chaos run's counts for these actions, read from the log alone.
-    pub fn tally(&self, actions: Vec<f64>) -> Result<String, JsError> {
-        let actions = actions.into_iter().map(|a| a as u64);
-        to_json(&crate::courier::provider::tally(self.inner.log(), actions))
-    }
-
-    /// Each action's final status at the provider: `{action: status}`.
-    pub fn final_statuses(&self) -> Result<String, JsError> {
-        to_json(&self.inner.final_statuses())
+impl World {
+    /// Runs the world's operation `name` on up to four arguments (`OP_ARGS_MAX`):
+    /// a string, number or boolean, or `undefined` for "nothing" (null for a
+    /// missing number). Throws for an operation this lab's world has not, for
+    /// arguments of the wrong types, and once the call the world belongs to has
+    /// returned.
+    pub fn op(
+        &self,
+        name: &str,
+        a: JsValue,
+        b: JsValue,
+        c: JsValue,
+        d: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let slot = self.slot.borrow();
+        let world = slot.as_deref().ok_or_else(|| {
+            js_error("This world belongs to a call that has already returned; use the one passed to the current call")
+        })?;
+        let args: [JsValue; OP_ARGS_MAX] = [a, b, c, d];
+        let given = args
+            .iter()
+            .rposition(|v| !v.is_undefined())
+            .map_or(0, |i| i + 1);
+        // No operation calls back into JS, so the slot's borrow cannot be asked for again.
+        let answer =
+            world_op(world, name, given, |i, want| op_arg(&args[i], want)).map_err(js_error)?;
+        Ok(match answer {
+            OpValue::Null => JsValue::UNDEFINED,
+            OpValue::Bool(b) => JsValue::from_bool(b),
+            OpValue::Number(x) => JsValue::from_f64(x),
+            OpValue::Str(s) => JsValue::from_str(&s),
+        })
     }
 }

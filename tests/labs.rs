@@ -1,43 +1,39 @@
-//! The labs are named together in one place, Cargo.toml's `labs` feature (the build
-//! and ./lab test read it through scripts/labs); the registry (`lab.rs`) must hold
-//! exactly those labs, in that order, and the case folders (found by a lab's id:
-//! `case_files.rs`) exactly those labs' cases. And a
+//! The labs are named together in one place, src/labs.rs (the engine and build.rs
+//! include it; the build scripts and ./lab test read it through scripts/labs); the
+//! registry (`labs()`) must hold exactly those labs, in that order, and the case
+//! folders (found by a lab's id: `case_files.rs`) exactly those labs' cases. And a
 //! learner function's signature is the starter's wherever a lab writes it.
 
 #[path = "../src/case_files.rs"]
 mod case_files;
 
-fn cargo_labs() -> Vec<String> {
-    let manifest: toml::Value = toml::from_str(include_str!("../Cargo.toml")).unwrap();
-    let features = &manifest["features"];
-    assert_eq!(
-        features["default"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f.as_str() == Some("labs"))
-            .count(),
-        1,
-        "the default build holds every lab"
-    );
-    let labs: Vec<String> = features["labs"]
-        .as_array()
-        .expect("Cargo.toml has a `labs` feature listing every lab")
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
+/// The lab ids as scripts/labs reads them from src/labs.rs (the build and ./lab test
+/// use that script), each with its module.
+fn listed_labs() -> Vec<String> {
+    let out = std::process::Command::new("scripts/labs")
+        .output()
+        .expect("scripts/labs runs");
+    assert!(out.status.success(), "scripts/labs failed");
+    let labs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
         .collect();
+    // Each is a line of the list, and each lab's folder is its module.
+    let list = include_str!("../src/labs.rs");
     for lab in &labs {
+        let module = lab.replace('-', "_");
         assert!(
-            features.get(lab).is_some(),
-            "{lab} is in `labs` but is not a feature of its own"
+            list.contains(&format!("\"{lab}\" => {module}::")),
+            "src/labs.rs: {lab}'s module is not src/{module}/"
         );
     }
     labs
 }
 
 #[test]
-fn the_registry_and_the_case_folders_hold_the_labs_cargo_lists() {
-    let labs = cargo_labs();
+fn the_registry_and_the_case_folders_hold_the_listed_labs() {
+    let labs = listed_labs();
     assert!(labs.len() >= 2, "{labs:?}");
     let registry: Vec<String> = delivery_lab::labs()
         .iter()
@@ -45,7 +41,7 @@ fn the_registry_and_the_case_folders_hold_the_labs_cargo_lists() {
         .collect();
     assert_eq!(
         registry, labs,
-        "src/lab.rs labs() against Cargo.toml's labs feature"
+        "labs() against scripts/labs' reading of src/labs.rs"
     );
     // Each lab's cases are in its own folders, found by its id alone.
     let root = std::path::Path::new(".");
@@ -74,26 +70,8 @@ fn the_registry_and_the_case_folders_hold_the_labs_cargo_lists() {
     listed.sort();
     assert_eq!(
         folders, listed,
-        "hidden-tests/'s folders against Cargo.toml's labs feature"
+        "hidden-tests/'s folders against src/labs.rs"
     );
-}
-
-#[test]
-fn scripts_labs_prints_the_same_list() {
-    let out = std::process::Command::new("scripts/labs")
-        .output()
-        .expect("scripts/labs runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(printed, cargo_labs());
 }
 
 /// Each `name(...)` in `text` for a function `name`: the text between its
@@ -167,7 +145,7 @@ fn every_lab_grades_through_the_one_learner_host() {
             &mut self,
             _fn_name: &str,
             _args_json: &str,
-            _world: Option<&dyn std::any::Any>,
+            _world: Option<&dyn delivery_lab::lab::LabWorld>,
         ) -> Result<String, String> {
             Err("this host runs nothing".into())
         }
@@ -311,4 +289,93 @@ fn an_examples_code_is_its_calls_and_results_and_a_hidden_test_has_none() {
         courier[0].code.as_deref(),
         Some("assert claim(db, \"w1\", 10000, cfg) == (3, 1)")
     );
+}
+
+/// The world protocol lives once, in the registry (`world_ops`): every world a lab
+/// hands to a learner call answers exactly those operations, by name, and the
+/// checks in `world_op` refuse anything else before the world sees it.
+#[test]
+fn every_world_answers_exactly_its_registry_operations() {
+    use delivery_lab::lab::{
+        world_op, Arg, LabWorld, LearnerHost, OpError, OpValue, RunMode, OP_ARGS_MAX,
+    };
+    use delivery_lab::report::Audience;
+    struct Probe {
+        worlds: usize,
+        ops: &'static [delivery_lab::lab::WorldOp],
+    }
+    fn sample(want: Arg) -> OpValue {
+        match want {
+            Arg::Str => OpValue::Str("k".into()),
+            Arg::Number => OpValue::Number(1.0),
+            Arg::NumberOrNull => OpValue::Null,
+            Arg::Bool => OpValue::Bool(false),
+        }
+    }
+    impl LearnerHost for Probe {
+        fn call(
+            &mut self,
+            _fn_name: &str,
+            _args_json: &str,
+            world: Option<&dyn LabWorld>,
+        ) -> Result<String, String> {
+            // The host's own trusted operations succeed, so the lab goes on to
+            // the learner calls.
+            let Some(world) = world else {
+                return Ok(r#"{"ok": null}"#.into());
+            };
+            self.worlds += 1;
+            let names =
+                |ops: &[delivery_lab::lab::WorldOp]| ops.iter().map(|o| o.name).collect::<Vec<_>>();
+            assert_eq!(
+                names(world.ops()),
+                names(self.ops),
+                "a world of another lab"
+            );
+            for op in world.ops() {
+                assert!(op.args.len() <= OP_ARGS_MAX, "{} takes too many", op.name);
+                // Each operation runs on arguments of its types (the world's own
+                // dispatch has an arm for it, or this panics).
+                world_op(world, op.name, op.args.len(), |_, want| Some(sample(want)))
+                    .unwrap_or_else(|e| panic!("{}: {e}", op.name));
+                if let Some(&first) = op.args.first() {
+                    let wrong = match first {
+                        Arg::Str => OpValue::Number(1.0),
+                        _ => OpValue::Str("x".into()),
+                    };
+                    let e = world_op(world, op.name, op.args.len(), |i, want| {
+                        if i == 0 {
+                            (std::mem::discriminant(&wrong)
+                                == std::mem::discriminant(&sample(want)))
+                            .then(|| wrong.clone())
+                        } else {
+                            Some(sample(want))
+                        }
+                    });
+                    assert!(
+                        matches!(e, Err(OpError::BadArgument { index: 0, .. })),
+                        "{}: {e:?}",
+                        op.name
+                    );
+                }
+                let e = world_op(world, op.name, op.args.len() + 1, |_, w| Some(sample(w)));
+                assert!(matches!(e, Err(OpError::TooMany { .. })), "{}", op.name);
+            }
+            let e = world_op(world, "__proto__", 0, |_, w| Some(sample(w)));
+            assert!(matches!(e, Err(OpError::Unknown { .. })));
+            Err("probed".into())
+        }
+    }
+    for lab in delivery_lab::labs() {
+        let mut host = Probe {
+            worlds: 0,
+            ops: lab.info().world_ops,
+        };
+        lab.grade(&mut host, 7, Audience::Staff, RunMode::Report);
+        assert!(
+            host.worlds > 0,
+            "{}: no call was handed a world",
+            lab.info().id
+        );
+    }
 }

@@ -24,16 +24,16 @@ const ok = (v) => JSON.stringify({ ok: v });
 
 function deliverOnce(w, task, policy) {
   const key = "sent:" + task.key;
-  if (w.kv_get(key) === "done") return "duplicate-skipped";
-  if (!w.kv_set(key, "sending", policy.claim_ttl_s, true)) {
+  if (w.op("kv_get", key) === "done") return "duplicate-skipped";
+  if (!w.op("kv_set", key, "sending", policy.claim_ttl_s, true)) {
     return policy.at_most_once ? "duplicate-skipped" : "retry-later";
   }
-  const sent = JSON.parse(w.send(task.key));
+  const sent = JSON.parse(w.op("send", task.key));
   if (sent.ok) {
-    w.kv_set(key, "done", DONE_TTL_S, false);
+    w.op("kv_set", key, "done", DONE_TTL_S, false);
     return "sent";
   }
-  w.kv_delete(key);
+  w.op("kv_delete", key);
   return "failed";
 }
 
@@ -46,7 +46,7 @@ function nextStep(w, task, result, now, policy, floor) {
   if (result.retry_after_s != null) {
     delay = result.retry_after_s;
   } else {
-    const drawn = w.uniform(0, policy.base_delay_s * 2 ** task.attempt);
+    const drawn = w.op("uniform", 0, policy.base_delay_s * 2 ** task.attempt);
     delay = floor ? Math.max(policy.min_delay_s, drawn) : drawn;
   }
   if (task.attempt + 1 >= policy.max_attempts || now + delay >= task.expires_at_s) {
@@ -121,7 +121,7 @@ export function hoarding_solution() {
 }
 export function empty_object() { return {}; }
 export function throwing_getter() { return { get call() { throw new Error("getter"); } }; }
-export function use_kept_world() { return kept.kv_get("sent:x"); }
+export function use_kept_world() { return kept.op("kv_get", "sent:x"); }
 
 // ---- The Grader through its JS names -----------------------------------------------
 export function js_new_grader(grader) { return new grader.constructor(); }

@@ -377,13 +377,22 @@ def store_begin(args_json, world):
 
 
 class _World:
-    """The call's world with its methods looked up once: on a JavaScript object,
-    each lookup costs more than the call (measured in Pyodide)."""
+    """The call's world (its operations by name, `op`), with `op` looked up once: on
+    a JavaScript object, each lookup costs more than the call (measured in Pyodide)."""
 
-    __slots__ = ("statement", "send", "lookup")
+    __slots__ = ("op",)
 
     def __init__(self, world):
-        self.statement, self.send, self.lookup = world.statement, world.send, world.lookup
+        self.op = world.op
+
+    def statement(self, in_tx):
+        return self.op("statement", in_tx)
+
+    def send(self, key, phone, body, committed):
+        return self.op("send", key, phone, body, committed)
+
+    def lookup(self, key):
+        return self.op("lookup", key)
 
 
 def store_sql(kind, sql, params_json):
@@ -453,10 +462,13 @@ def _unpack_blob(d):
 class _LocalPort:
     """The store in this interpreter (the page)."""
 
-    __slots__ = ("worker", "live")
+    __slots__ = ("worker", "live", "world")
 
     def __init__(self, worker, live):
         self.worker, self.live = worker, live
+        # `live` is still asked at each request, so a db kept from an earlier call
+        # fails as it should.
+        self.world = _World(live("db"))
 
     def fresh(self):
         return _store.fresh(self.worker)
@@ -465,20 +477,23 @@ class _LocalPort:
         return _store.cfg
 
     def sql(self, kind, sql, params):
-        return _store.sql(self.worker, kind, sql, params, self.live("db"))
+        self.live("db")
+        return _store.sql(self.worker, kind, sql, params, self.world)
 
     def send(self, key, phone, body):
-        return _store.send(self.worker, key, phone, body, self.live("provider"))
+        self.live("provider")
+        return _store.send(self.worker, key, phone, body, self.world)
 
     def lookup(self, key):
-        return _store.lookup(self.worker, key, self.live("provider"))
+        self.live("provider")
+        return _store.lookup(self.worker, key, self.world)
 
 
 class _RemotePort:
     """The store a process away (the grading CLI's sandbox): each request is an
     operation of the call's world, which the coordinator answers from its store."""
 
-    __slots__ = ("live", "start", "_sql", "_send", "_lookup")
+    __slots__ = ("live", "start", "_op")
 
     def __init__(self, live):
         world = live("db")
@@ -486,7 +501,7 @@ class _RemotePort:
         self.start = json.loads(world.db)   # store_begin's answer
         # Looked up once (see _World); `live` is still asked at each request, so
         # a db kept from an earlier call fails as it should.
-        self._sql, self._send, self._lookup = world.sql, world.send, world.lookup
+        self._op = world.op
 
     def fresh(self):
         return self.start["fresh"] is True
@@ -496,15 +511,15 @@ class _RemotePort:
 
     def sql(self, kind, sql, params):
         self.live("db")
-        return marshal.loads(binascii.a2b_base64(self._sql(kind, sql or "", _dumps(params))))
+        return marshal.loads(binascii.a2b_base64(self._op("sql", kind, sql or "", _dumps(params))))
 
     def send(self, key, phone, body):
         self.live("provider")
-        return self._send(key, phone, body)
+        return self._op("send", key, phone, body)
 
     def lookup(self, key):
         self.live("provider")
-        return self._lookup(key)
+        return self._op("lookup", key)
 
 
 def _value(v, n):

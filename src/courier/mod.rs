@@ -16,10 +16,12 @@ pub mod reference;
 pub mod rules;
 pub mod sim;
 pub mod step_world;
+#[cfg(target_arch = "wasm32")]
+pub mod provider_wasm;
 pub mod tables;
 pub mod units;
 
-use crate::lab::{Arg, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit, WorldOp};
+use crate::lab::{Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{
     Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
 };
@@ -74,22 +76,7 @@ static INFO: LabInfo = LabInfo {
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
     bridge_py: include_str!("bridge.py"),
-    // A step's fault points (src/wasm.rs `CourierWorld`): the store asks before each
-    // statement, and the provider's calls, with the attempts the store read.
-    world_ops: &[
-        WorldOp {
-            name: "statement",
-            args: &[Arg::Bool],
-        },
-        WorldOp {
-            name: "send",
-            args: &[Arg::Str, Arg::Str, Arg::Str, Arg::NumberOrNull],
-        },
-        WorldOp {
-            name: "lookup",
-            args: &[Arg::Str],
-        },
-    ],
+    world_ops: step_world::OPS,
     store: true,
     // A unit test belongs to the piece it calls; the fairness run measures claim;
     // the chaos run is what "What the simulator throws at you" describes.

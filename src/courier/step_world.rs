@@ -6,6 +6,7 @@ use super::chaos_plan::KillKind;
 use super::chaos_report::StoryLine;
 use super::host::{Fault, Faults, Killed};
 use super::provider::{status_name, LookupAnswer, Provider, Rates, SendAnswer, Timing};
+use crate::lab::{Arg, LabWorld, OpValue, WorldOp};
 use crate::rng::SeededRng;
 use serde::Serialize;
 use std::cell::RefCell;
@@ -371,5 +372,63 @@ fn lookup_text(a: &LookupAnswer) -> String {
         }
         LookupAnswer::NotFound => "not found".into(),
         LookupAnswer::Timeout => "timeout (unknown)".into(),
+    }
+}
+
+/// A step's fault points, by name (the registry's `world_ops`): the store asks
+/// before each statement, and the provider's calls, with the attempts the store
+/// read. Answers are text: the fault's name, or JSON of the provider's answer
+/// (`{"answer": "killed"}` when the worker dies with the request).
+pub const OPS: &[WorldOp] = &[
+    WorldOp {
+        name: "statement",
+        args: &[Arg::Bool],
+    },
+    WorldOp {
+        name: "send",
+        args: &[Arg::Str, Arg::Str, Arg::Str, Arg::NumberOrNull],
+    },
+    WorldOp {
+        name: "lookup",
+        args: &[Arg::Str],
+    },
+];
+
+const KILLED: &str = r#"{"answer":"killed"}"#;
+
+fn answer_json<T: Serialize>(answer: Result<T, Killed>) -> OpValue {
+    OpValue::Str(match answer {
+        Ok(a) => serde_json::to_string(&a).expect("a provider answer serializes"),
+        Err(Killed) => KILLED.into(),
+    })
+}
+
+impl LabWorld for StepWorld {
+    fn ops(&self) -> &'static [WorldOp] {
+        OPS
+    }
+
+    fn run_op(&self, op: &WorldOp, a: &[OpValue]) -> OpValue {
+        let mut world = self.clone();
+        match op.name {
+            "statement" => OpValue::Str(
+                match world.statement(a[0].bool()) {
+                    Fault::Go => "go",
+                    Fault::Kill => "kill",
+                    Fault::DbDown => "db-down",
+                }
+                .into(),
+            ),
+            "send" => {
+                let committed = a[3].number().map(|n| n as i64);
+                answer_json(world.send(a[0].str(), a[1].str(), a[2].str(), committed))
+            }
+            "lookup" => answer_json(world.lookup(a[0].str())),
+            other => unreachable!("`{other}` is not in OPS"),
+        }
+    }
+
+    fn handle(&self) -> Box<dyn LabWorld> {
+        Box::new(self.clone())
     }
 }

@@ -91,7 +91,7 @@ class KV:
     def get(self, key):
         if not isinstance(key, str):
             raise TypeError(f"kv.get(key): key must be a str, not {_type(key)}")
-        value = self._call("kv").kv_get(str(key))
+        value = self._call("kv").op("kv_get", str(key))
         return value if isinstance(value, str) else None
 
     def set(self, key, value, ttl=None, nx=False):
@@ -108,12 +108,12 @@ class KV:
         if not isinstance(nx, bool):
             raise TypeError(f"kv.set(...): nx must be True or False, not {_type(nx)}")
         # Keywords were parsed here: the world takes positional arguments only.
-        return bool(self._call("kv").kv_set(str(key), str(value), ttl, nx))
+        return bool(self._call("kv").op("kv_set", str(key), str(value), ttl, nx))
 
     def delete(self, key):
         if not isinstance(key, str):
             raise TypeError(f"kv.delete(key): key must be a str, not {_type(key)}")
-        return bool(self._call("kv").kv_delete(str(key)))
+        return bool(self._call("kv").op("kv_delete", str(key)))
 
 
 class Provider:
@@ -132,7 +132,7 @@ class Provider:
         key = getattr(task, "key", None)
         if not isinstance(key, str):
             raise TypeError(f"provider.send(task): pass the task you were given, not {_type(task)}")
-        return _result(json.loads(self._call("provider").send(str(key))))
+        return _result(json.loads(self._call("provider").op("send", str(key))))
 
 
 class Rng:
@@ -153,7 +153,7 @@ class Rng:
                 raise TypeError(f"rng.uniform(a, b): {name} must be a number, not {_type(x)}")
             if not math.isfinite(x):
                 raise ValueError(f"rng.uniform(a, b): {name} must be finite, not {x!r}")
-        return float(self._call("rng").uniform(float(a), float(b)))
+        return float(self._call("rng").op("uniform", float(a), float(b)))
 
 
 # ---------------------------------------------------------------------------

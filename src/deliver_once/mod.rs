@@ -14,7 +14,7 @@ pub mod rules;
 pub mod suite;
 pub mod world;
 
-use crate::lab::{Arg, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit, WorldOp};
+use crate::lab::{Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{Audience, Report, TestKind, TestSheet};
 use crate::value::{LearnerError, Value};
 use case::Case;
@@ -38,33 +38,7 @@ pub static INFO: LabInfo = LabInfo {
     reference_py: include_str!("reference.py"),
     instructions_md: include_str!("lab.md"),
     bridge_py: include_str!("bridge.py"),
-    // The kv, the provider and the rng (src/wasm.rs `World`).
-    world_ops: &[
-        WorldOp {
-            name: "now_s",
-            args: &[],
-        },
-        WorldOp {
-            name: "kv_get",
-            args: &[Arg::Str],
-        },
-        WorldOp {
-            name: "kv_set",
-            args: &[Arg::Str, Arg::Str, Arg::NumberOrNull, Arg::Bool],
-        },
-        WorldOp {
-            name: "kv_delete",
-            args: &[Arg::Str],
-        },
-        WorldOp {
-            name: "send",
-            args: &[Arg::Str],
-        },
-        WorldOp {
-            name: "uniform",
-            args: &[Arg::Number, Arg::Number],
-        },
-    ],
+    world_ops: world::OPS,
     store: false,
     // Each case names its function's section (`case::Case::section`).
     tasks: &[

@@ -3,6 +3,7 @@
 //! Every call is logged with its arguments, its result and the clock time.
 
 use super::model::SendResult;
+use crate::lab::{Arg, LabWorld, OpValue, WorldOp};
 use crate::report::TraceEvent;
 use crate::rng::SeededRng;
 use crate::value::{float_repr, opt_float_repr, opt_str_repr, str_repr};
@@ -290,5 +291,62 @@ impl World {
                 })
             })
             .collect()
+    }
+}
+
+/// What a learner call can do to its world: the kv, the provider and the rng, by
+/// name (the registry's `world_ops`, which the hosts learn the protocol from).
+pub const OPS: &[WorldOp] = &[
+    WorldOp {
+        name: "now_s",
+        args: &[],
+    },
+    WorldOp {
+        name: "kv_get",
+        args: &[Arg::Str],
+    },
+    WorldOp {
+        name: "kv_set",
+        args: &[Arg::Str, Arg::Str, Arg::NumberOrNull, Arg::Bool],
+    },
+    WorldOp {
+        name: "kv_delete",
+        args: &[Arg::Str],
+    },
+    WorldOp {
+        name: "send",
+        args: &[Arg::Str],
+    },
+    WorldOp {
+        name: "uniform",
+        args: &[Arg::Number, Arg::Number],
+    },
+];
+
+impl LabWorld for World {
+    fn ops(&self) -> &'static [WorldOp] {
+        OPS
+    }
+
+    fn run_op(&self, op: &WorldOp, a: &[OpValue]) -> OpValue {
+        match op.name {
+            "now_s" => OpValue::Number(self.now_s()),
+            "kv_get" => self.kv_get(a[0].str()).map_or(OpValue::Null, OpValue::Str),
+            "kv_set" => OpValue::Bool(self.kv_set(a[0].str(), a[1].str(), a[2].number(), a[3].bool())),
+            "kv_delete" => OpValue::Bool(self.kv_delete(a[0].str())),
+            // The provider's answer, as JSON of `SendResult`.
+            "send" => OpValue::Str(
+                serde_json::to_string(&self.send(a[0].str())).expect("a SendResult serializes"),
+            ),
+            "uniform" => OpValue::Number(self.uniform(
+                a[0].number().unwrap_or_default(),
+                a[1].number().unwrap_or_default(),
+            )),
+            other => unreachable!("`{other}` is not in OPS"),
+        }
+    }
+
+    fn handle(&self) -> Box<dyn LabWorld> {
+        Box::new(self.clone())
     }
 }

@@ -135,7 +135,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
         reply = { t: 'ans', v: store[m.op](...m.args) };
       } else {
         try {
-          const v = world[m.op](...m.args);
+          const v = world.op(m.op, ...m.args);
           reply = v === undefined ? { t: 'ans' } : { t: 'ans', v };
         } catch (err) {
           reply = { t: 'ans', threw: String((err && err.message) || err) };

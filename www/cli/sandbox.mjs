@@ -62,15 +62,17 @@ py.useRemoteStore();
 py.noInterrupts();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 
-// A world whose every operation is a question to the coordinator. An answer that
-// is not one ends this process: the coordinator has stopped trusting it anyway.
-// `ops` are their names, as the load frame lists them (the lab's world's, or the
-// store's); `extra` carries what the call frame says of the world beyond its
-// operations (a store's `db`: its settings, and whether the connection is new).
+// A world whose every operation is a question to the coordinator: `op(name,
+// ...args)`, as the grader's own world object is called. An answer that is not one
+// ends this process: the coordinator has stopped trusting it anyway. `ops` are the
+// names the load frame lists (the lab's world's, or the store's); `extra` carries
+// what the call frame says of the world beyond its operations (a store's `db`: its
+// settings, and whether the connection is new).
 function remoteWorld(ops, extra) {
-  const world = { ...extra };
-  for (const op of ops) {
-    world[op] = (...args) => {
+  return {
+    ...extra,
+    op(op, ...args) {
+      if (!ops.includes(op)) throw new Error(`the world has no operation ${String(op).slice(0, 40)}`);
       try {
         wire.send({ t: 'op', op, args: args.map((a) => (a === undefined ? null : a)) });
       } catch (e) {
@@ -82,9 +84,8 @@ function remoteWorld(ops, extra) {
       if (a.t !== 'ans') exit(5);
       if (typeof a.threw === 'string') throw new Error(a.threw);
       return a.v;
-    };
-  }
-  return world;
+    },
+  };
 }
 
 const CAP_MB = FRAME_CAP_BYTES >> 20;

@@ -254,26 +254,43 @@ test('a warm run of every test takes well under the limit', () => {
 
 // The world's protocol lives once, in the registry (src/lab.rs `world_ops`): the
 // grading CLI checks a sandbox's requests against it. Here each lab's WASM world
-// object, as the grader passes it to a call, has exactly those operations.
-test('each lab\'s world object has exactly the operations its registry entry lists', async () => {
+// object, as the grader passes it to a call, is one `op` that answers exactly those
+// operations, on arguments of their types, and refuses anything else.
+test('each lab\'s world object answers exactly the operations its registry entry lists', async () => {
   const { loadGrader } = await import('../src/node_host.mjs');
   const grader = new (await loadGrader()).Grader();
   const BINDGEN = new Set(['constructor', 'free', '__destroy_into_raw']);
+  const SAMPLE = { string: 'k', number: 1, 'number?': null, boolean: false };
+  const WRONG = { string: 1, number: 'x', 'number?': 'x', boolean: 'x' };
   for (const { id } of JSON.parse(grader.labs())) {
     const info = JSON.parse(grader.lab(id));
     assert.equal(typeof info.store, 'boolean', id);
     assert.ok(info.world_ops.length > 0, id);
     for (const op of info.world_ops) {
-      assert.ok(op.args.every((a) => ['string', 'number', 'number?', 'boolean'].includes(a)), `${id} ${op.name}`);
+      assert.ok(op.args.every((a) => a in SAMPLE), `${id} ${op.name}`);
     }
-    const seen = new Set();
     let calls = 0;
-    // A solution whose every learner call fails at once: enough to be handed worlds.
+    const problems = [];
+    // A solution whose every learner call fails at once, after trying its world.
     const solution = {
       call(fn, argsJson, world) {
         if (world) {
           calls += 1;
-          for (const k of Object.getOwnPropertyNames(Object.getPrototypeOf(world))) if (!BINDGEN.has(k)) seen.add(k);
+          const methods = Object.getOwnPropertyNames(Object.getPrototypeOf(world)).filter((k) => !BINDGEN.has(k));
+          if (methods.join() !== 'op') problems.push(`methods ${methods}`);
+          for (const op of info.world_ops) {
+            try {
+              world.op(op.name, ...op.args.map((a) => SAMPLE[a]));
+            } catch (e) {
+              problems.push(`${op.name}: ${e.message}`);
+            }
+            if (op.args.length) {
+              assert.throws(() => world.op(op.name, ...op.args.map((a, i) => (i === 0 ? WRONG[a] : SAMPLE[a]))),
+                /argument 1 must be/, `${id} ${op.name}`);
+            }
+          }
+          assert.throws(() => world.op('constructor'), /no operation `constructor`/);
+          assert.throws(() => world.op('kv_get', 'k', 'k', 'k', 'k'), /no operation|takes/);
           world.free();
         }
         return fn.startsWith('__') ? JSON.stringify({ ok: null }) : JSON.stringify({ error: { kind: 'host', message: 'no' } });
@@ -281,6 +298,6 @@ test('each lab\'s world object has exactly the operations its registry entry lis
     };
     grader.grade(id, solution, 1);
     assert.ok(calls > 0, `${id}: no call was handed a world`);
-    assert.deepEqual([...seen].sort(), info.world_ops.map((o) => o.name).sort(), id);
+    assert.deepEqual(problems, [], id);
   }
 });

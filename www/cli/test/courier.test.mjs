@@ -39,7 +39,7 @@ test('the courier lab: the reference passes; a resend without lookup, an open tr
   // The attempts a send carries are the store's to read: a sandbox that states
   // its own (reaching the world object under its provider) has interfered.
   write(dir, 'e_forge_committed.py', ref.replace('answer = provider.send(key, phone, body)',
-    'answer = provider._port.live("provider").send(key, phone, body, 1)'));
+    'answer = provider._port.live("provider").op("send", key, phone, body, 1)'));
   const r = await new Promise((resolve) => {
     execFile(process.execPath, [GRADE, '--lab', 'courier', '--jobs', '2', '--format', 'json', dir], { maxBuffer: 1 << 26 },
       (e, stdout, stderr) => resolve({ code: e ? e.code : 0, stdout, stderr }));
