@@ -2,12 +2,12 @@
 //! results. A learner error is confined to the test it happened in.
 
 use super::case::{Body, Call, Case, Scripted};
-use super::check::{compare, run_learner, run_reference, Mismatch};
+use super::check::{compare, run_learner, run_reference, Actual, Mismatch};
 use super::differential;
 use super::world::{Event, World};
 use super::Solution;
 use crate::report::{Audience, TestReport, TestStatus, TraceStep};
-use crate::value::LearnerError;
+use crate::value::{LearnerError, Value};
 
 /// How one case went, before it is shaped for an audience.
 #[derive(Debug)]
@@ -150,6 +150,7 @@ fn run_scripted(s: &Scripted, solution: &mut dyn Solution) -> Outcome {
         &new_world(s),
         &new_world(s),
         calls,
+        true,
         |i, t_s, call| {
             format!(
                 "Step {} of {}, at t={} s on the lab clock: {}",
@@ -170,21 +171,30 @@ pub fn play<'a>(
     ref_world: &World,
     world: &World,
     calls: impl IntoIterator<Item = (f64, &'a Call)>,
+    trace_on_pass: bool,
     where_: impl Fn(usize, f64, &Call) -> String,
 ) -> Outcome {
-    let mut trace = Vec::new();
+    // The steps as they happened; their text (the trace) is written only for a
+    // report that shows it: a failure, or a pass when `trace_on_pass`. Writing it
+    // for each of a differential test's hundreds of passing inputs was a fifth of
+    // a warm run (measured in WASM).
+    let mut played: Vec<Played> = Vec::new();
     for (i, (t_s, call)) in calls.into_iter().enumerate() {
         ref_world.advance_to(t_s);
         world.advance_to(t_s);
         let expected = run_reference(ref_world, call);
-        let actual = run_learner(solution, world, call);
-        let returned = actual.returned.as_ref().ok().map(|v| v.to_string());
-        trace.push(trace_step(t_s, call.text(), &actual.events, returned));
-        let value = match &actual.returned {
+        let Actual { returned, events } = run_learner(solution, world, call);
+        let value = match returned {
             Ok(v) => v,
-            Err(e) => return Outcome::error(e, where_(i, t_s, call), trace),
+            Err(e) => {
+                played.push(Played { t_s, call, events, returned: None });
+                return Outcome::error(&e, where_(i, t_s, call), traced(&played));
+            }
         };
-        if let Some(m) = compare(call, &expected, &actual.events, value) {
+        let mismatch = compare(call, &expected, &events, &value);
+        played.push(Played { t_s, call, events, returned: Some(value) });
+        if let Some(m) = mismatch {
+            let trace = traced(&played);
             let message = failure_message(&m, &where_(i, t_s, call), &trace);
             return Outcome {
                 status: TestStatus::Fail,
@@ -194,7 +204,23 @@ pub fn play<'a>(
             };
         }
     }
-    Outcome::pass(trace)
+    Outcome::pass(if trace_on_pass { traced(&played) } else { Vec::new() })
+}
+
+/// One step of `play`, as it happened.
+struct Played<'a> {
+    t_s: f64,
+    call: &'a Call,
+    events: Vec<Event>,
+    /// None: the call raised.
+    returned: Option<Value>,
+}
+
+fn traced(played: &[Played]) -> Vec<TraceStep> {
+    played
+        .iter()
+        .map(|p| trace_step(p.t_s, p.call.text(), &p.events, p.returned.as_ref().map(|v| v.to_string())))
+        .collect()
 }
 
 /// The learner-facing explanation: the rule, expected against actual, what happened.

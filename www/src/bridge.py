@@ -296,6 +296,20 @@ def load(source, functions_json, limit_s=8.0):
 
 # JSON for a str, as json.dumps writes it (the C encoder).
 _json_str = json.encoder.encode_basestring_ascii
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _args(text):
+    """The grader's arguments (JSON text it wrote) parsed: json.loads's result
+    without its wrappers, which cost a third of it per call in Pyodide; anything
+    raw_decode does not take whole goes through json.loads, and its error."""
+    try:
+        value, end = _raw_decode(text)
+        if end == len(text):
+            return value
+    except ValueError:
+        pass
+    return json.loads(text)
 
 
 def _encode(v, depth=0):
@@ -303,6 +317,16 @@ def _encode(v, depth=0):
     tuple count as their base type, since that is what the learner meant. Written
     by hand: this runs once per learner call, and building dicts for json.dumps
     cost several times more (measured in Pyodide)."""
+    # The values learners return most, of exactly these types, first: the same
+    # text as the general path below, in about a third of its time (a `("retry",
+    # 1.5)` tuple: 1.4 us against 3.7 in Pyodide). ASCII text holds no lone surrogate.
+    t = type(v)
+    if t is str and v.isascii():
+        return '{"type":"str","value":' + _json_str(v) + '}'
+    if t is tuple and depth < DEPTH_CAP:
+        return '{"type":"tuple","value":[' + ",".join([_encode(x, depth + 1) for x in v]) + ']}'
+    if t is float and math.isfinite(v):
+        return '{"type":"float","value":' + float.__repr__(v) + '}'
     if v is None:
         return '{"type":"none"}'
     if isinstance(v, bool):
@@ -355,7 +379,7 @@ def call(fn_name, args_json, world):
         fn = getattr(_solution, fn_name, None)
         if not callable(fn):
             return json.dumps({"error": {"kind": "missing-function", "function": fn_name}})
-        return _lab.call(fn_name, fn, json.loads(args_json), live)
+        return _lab.call(fn_name, fn, _args(args_json), live)
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) and _interrupts:
             # The host raised it at the time limit (pyodide.setInterruptBuffer).
