@@ -39,14 +39,53 @@ async function loadGrader() {
 const snapshotKey = () => __SNAPSHOT_KEYS__[labId];
 
 // Loaded at run time from our own origin, not bundled: Pyodide finds its other
-// files next to pyodide.mjs, and the service worker caches them as they are.
+// files next to pyodide.mjs, and the service worker caches them as they are. Its
+// two scripts are imported side by side (Pyodide would import the second only
+// after the first), and, when a snapshot is to be restored, its WASM is compiled
+// while they load and the snapshot is read (Pyodide would start only after both).
 let pyodideModule = null;
-const importPyodide = () => (pyodideModule ??= import(here('pyodide/pyodide.mjs')));
+let asmModule = null;
+const importPyodide = () => {
+  asmModule ??= import(here('pyodide/pyodide.asm.mjs'));
+  asmModule.catch(() => {}); // awaited (and reported) by createModule
+  return (pyodideModule ??= import(here('pyodide/pyodide.mjs')));
+};
+let compiledWasm = null; // Promise<WebAssembly.Module>, once a snapshot is found
+const WASM_URL = here('pyodide/pyodide.asm.wasm');
+
+/**
+ * Pyodide's module factory, with its WASM instantiated from `compiledWasm` when
+ * there is one: Pyodide instantiates by WebAssembly.instantiateStreaming, which is
+ * swapped for the time of the call, for that file only (the grader's WASM may be
+ * instantiated meanwhile).
+ */
+async function createModule(settings) {
+  const create = (await asmModule).default;
+  if (!compiledWasm) return create(settings);
+  const streaming = WebAssembly.instantiateStreaming;
+  WebAssembly.instantiateStreaming = async function fromCompiled(source, imports) {
+    const response = await source;
+    if (response.url !== WASM_URL) return streaming.call(this, response, imports);
+    let module;
+    try {
+      module = await compiledWasm;
+    } catch {
+      return streaming.call(this, response, imports); // compiled from Pyodide's own fetch instead
+    }
+    return { module, instance: await WebAssembly.instantiate(module, imports) };
+  };
+  try {
+    return await create(settings);
+  } finally {
+    WebAssembly.instantiateStreaming = streaming;
+  }
+}
 
 async function loadPython(snapshot) {
   const { loadPyodide } = await importPyodide();
   return loadPyodide({
     indexURL: here('pyodide/'),
+    createPyodideModule: createModule,
     // The learner's prints are captured by the bridge; anything else is ours.
     stdout: (s) => console.log('[python]', s),
     stderr: (s) => console.warn('[python]', s),
@@ -66,6 +105,10 @@ async function engineOn(pyodide) {
 /** Restores the stored snapshot; null, saying why, when there is none or it fails. */
 async function restore(found) {
   if (found.missing) return { why: found.missing };
+  // Pyodide is stored (a boot that loaded it made the snapshot): one more read of
+  // its WASM costs little, and compiling it now takes it off the critical path.
+  compiledWasm = WebAssembly.compileStreaming(fetch(WASM_URL));
+  compiledWasm.catch(() => {}); // createModule then compiles from Pyodide's own fetch
   try {
     const pyodide = await loadPython(found.bytes);
     checkMark(pyodide, snapshotKey());
@@ -82,7 +125,7 @@ async function loadEngine() {
     await graderReady; // says which lab is missing
     throw new Error(`there is no lab "${labId}" here`);
   }
-  // The grader, Pyodide's script and the snapshot's lookup load side by side.
+  // The grader, Pyodide's scripts and the snapshot's lookup load side by side.
   importPyodide().catch(() => {}); // awaited (and reported) by loadPython
   const restored = await restore(await findSnapshot(self.location.href, labId, snapshotKey()));
   if (restored.engine) return { engine: restored.engine, boot: 'snapshot' };
