@@ -1,11 +1,13 @@
 // Prints figures about the page (not pass/fail):
 //   1. the grader's WASM size, raw and gzip
-//   2. a cached visit's time to "ready" (Python and grader loaded) against a bare
-//      page that only calls loadPyodide(), both after a first visit
+//   2. a cached visit's time to "ready" (Python and grader loaded), each lab, against
+//      a bare page that only calls loadPyodide(), both after a first visit; then a
+//      first visit's (empty caches) against the bare page's first visit
 //   3. a warm full run of every test with the reference solution (median of 20),
-//      in the browser worker and in Node
+//      in the browser worker and in Node, against the same checks in pure Python
+//      in Pyodide (the pytest anchor's, www/cli/anchor, without pytest)
 //   4. the time from a click on Run to the first result drawn (median of 20)
-// Usage: node bench.mjs [--runs N] [--visits N]    (builds a fresh copy of the page
+// Usage: node bench.mjs [--runs N] [--visits N] [--first N]    (builds a fresh copy of the page
 // from www/pkg first, like the e2e tests; Chromium at /usr/bin/chromium)
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +25,7 @@ const arg = (name, dflt) => {
 };
 const RUNS = arg('--runs', 20);
 const VISITS = arg('--visits', 5);
+const FIRST = arg('--first', 3);
 const COURIER_REFERENCE = fs.readFileSync(new URL('../src/courier/reference.py', import.meta.url), 'utf8');
 const COURIER_RUNS = 3;
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
@@ -37,6 +40,7 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const fmtMs = (xs) => `median ${median(xs).toFixed(0)} ms (min ${Math.min(...xs).toFixed(0)}, max ${Math.max(...xs).toFixed(0)}, n=${xs.length})`;
+const ratio = (xs, anchor) => `${(median(xs) / median(anchor)).toFixed(2)}x`;
 const kb = (n) => `${(n / 1024).toFixed(1)} KiB`;
 
 // A bare page for comparison: Pyodide loaded by itself, on the page's thread.
@@ -60,6 +64,57 @@ async function markTime(page, name, timeout = 60_000) {
   return handle.jsonValue();
 }
 
+/**
+ * The anchor of a warm run: lab 1's checks as the pytest anchor writes them in plain
+ * Python (www/cli/anchor/test_deliver_once.py: the same case files, comparison rules
+ * and differential counts as the engine), in a Pyodide of their own, with the
+ * reference as the learner. pytest itself is not in Pyodide: its two names that
+ * the file uses (mark.parametrize, fail) are stood in for. Warm, like the worker's.
+ */
+async function purePython() {
+  const { loadPyodide } = await import('pyodide');
+  const py = await loadPyodide({ indexURL: path.join(WWW, 'node_modules', 'pyodide') + path.sep });
+  const repo = path.join(WWW, '..');
+  const tomls = (dir) => fs.readdirSync(path.join(repo, dir)).filter((f) => f.endsWith('.toml')).map((f) => `${dir}/${f}`);
+  for (const f of ['www/cli/anchor/test_deliver_once.py', 'src/deliver_once/reference.py',
+    ...tomls('src/deliver_once/examples'), ...tomls('hidden-tests/deliver-once')]) {
+    py.FS.mkdirTree(path.posix.dirname(`/repo/${f}`));
+    py.FS.writeFile(`/repo/${f}`, fs.readFileSync(path.join(repo, f), 'utf8'));
+  }
+  py.runPython(`
+import importlib.util, sys, types
+def _fail(message, pytrace=True):
+    raise AssertionError(message)
+sys.modules["pytest"] = types.SimpleNamespace(fail=_fail, mark=types.SimpleNamespace(parametrize=lambda *a, **k: (lambda f: f)))
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+anchor = _load("anchor", "/repo/www/cli/anchor/test_deliver_once.py")
+learner = _load("solution", "/repo/src/deliver_once/reference.py")
+reference = _load("reference_solution", "/repo/src/deliver_once/reference.py")
+def run_all():
+    failed = 0
+    for case in anchor.CASES:
+        try:
+            anchor.test_case(case, learner, reference, 1042)
+        except AssertionError:
+            failed += 1
+    return failed
+`);
+  const runAll = py.globals.get('run_all');
+  const tests = py.runPython('len(anchor.CASES)');
+  let failed = runAll();
+  const ms = [];
+  for (let i = 0; i < RUNS; i++) {
+    const t0 = performance.now();
+    failed = Math.max(failed, runAll());
+    ms.push(performance.now() - t0);
+  }
+  return { ms, tests, failed };
+}
+
 async function main() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-bench-'));
   execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', root], { cwd: WWW, stdio: 'ignore' });
@@ -81,19 +136,30 @@ async function main() {
   const server = await startServer(root);
   const browser = await chromium.launch(LAUNCH);
   try {
-    // 2. Cached visit: first visit fills the caches, then reloads are timed.
-    const ctx = await browser.newContext();
-    const page = await ctx.newPage();
-    await page.goto(server.url);
-    await page.evaluate(() => window.deliveryLab.ready);
-    await page.waitForFunction(() => document.querySelector('#offline-badge').textContent.startsWith('Ready offline'), null, { timeout: 60_000 });
-    const labReady = [];
-    const pageUp = [];
-    for (let i = 0; i < VISITS; i++) {
-      await page.reload();
-      pageUp.push(await markTime(page, 'page-ready'));
-      labReady.push(await markTime(page, 'python-ready'));
-    }
+    // 2. Cached visits: a first visit fills the caches (and the worker stores its
+    // snapshot once Python is up), then reloads are timed, each lab, then the bare page.
+    const cached = async (query) => {
+      const ctx = await browser.newContext();
+      const page = await ctx.newPage();
+      await page.goto(server.url + query);
+      await page.evaluate(() => window.deliveryLab.ready);
+      await page.waitForFunction(() => window.deliveryLab.python.snapshot, null, { timeout: 60_000 });
+      await page.waitForFunction(() => document.querySelector('#offline-badge').textContent.startsWith('Ready offline'), null, { timeout: 60_000 });
+      const ready = [];
+      const up = [];
+      const modes = new Set();
+      for (let i = 0; i < VISITS; i++) {
+        await page.reload();
+        up.push(await markTime(page, 'page-ready'));
+        ready.push(await markTime(page, 'python-ready'));
+        modes.add(await page.evaluate(() => window.deliveryLab.python.mode));
+      }
+      return { ctx, page, ready, up, modes: [...modes].join(', ') };
+    };
+    const lab1 = await cached('');
+    const { ctx, page } = lab1;
+    const courierCached = await cached('?lab=courier');
+    await courierCached.ctx.close();
     const bareCtx = await browser.newContext();
     const bare = await bareCtx.newPage();
     await bare.goto(`${server.url}bare.html`);
@@ -104,10 +170,32 @@ async function main() {
       bareReady.push(await markTime(bare, 'python-ready'));
     }
     await bareCtx.close();
-    console.log('2. Cached visit, navigation start to ready');
-    console.log(`   lab page, instructions + editor shown:      ${fmtMs(pageUp)}`);
-    console.log(`   lab page, Python + grader ready (worker):   ${fmtMs(labReady)}`);
-    console.log(`   bare page, loadPyodide() on main thread:    ${fmtMs(bareReady)}\n`);
+    console.log('2. Cached visit, navigation start to ready (Python restored from the worker\'s snapshot: boot mode in brackets)');
+    console.log(`   lab page, instructions + editor shown:      ${fmtMs(lab1.up)}`);
+    console.log(`   deliver-once, Python + grader ready [${lab1.modes}]: ${fmtMs(lab1.ready)}  = ${ratio(lab1.ready, bareReady)} the bare page`);
+    console.log(`   courier, Python + grader ready [${courierCached.modes}]:      ${fmtMs(courierCached.ready)}  = ${ratio(courierCached.ready, bareReady)} the bare page`);
+    console.log(`   bare page, loadPyodide() on main thread:    ${fmtMs(bareReady)}  (the anchor)`);
+
+    // First visits: a new profile each (no service worker, caches or HTTP cache),
+    // the lab's ready asked for at once (as a first Run would), lab and bare page in turn.
+    const labFirst = [];
+    const bareFirst = [];
+    for (let i = 0; i < FIRST; i++) {
+      const lctx = await browser.newContext();
+      const lp = await lctx.newPage();
+      await lp.goto(server.url);
+      await lp.evaluate(() => { window.deliveryLab.ready; });
+      labFirst.push(await markTime(lp, 'python-ready'));
+      await lctx.close();
+      const bctx = await browser.newContext();
+      const bp = await bctx.newPage();
+      await bp.goto(`${server.url}bare.html`);
+      bareFirst.push(await markTime(bp, 'python-ready'));
+      await bctx.close();
+    }
+    console.log('   first visit (empty caches), navigation start to ready:');
+    console.log(`   deliver-once, Python + grader ready [boot]: ${fmtMs(labFirst)}  = ${ratio(labFirst, bareFirst)} the bare page`);
+    console.log(`   bare page, loadPyodide() on main thread:    ${fmtMs(bareFirst)}  (the anchor)\n`);
 
     // 3. Warm full runs in the browser.
     await page.evaluate(() => window.deliveryLab.ready);
@@ -136,7 +224,10 @@ async function main() {
     console.log(`3. Warm full run, reference solution, all ${first.total} tests (${first.examples.total} examples, ${first.hidden.total} hidden)`);
     console.log(`   in the worker (engine.run):                 ${fmtMs(workerMs)}`);
     console.log(`   page: run() call to report drawn:           ${fmtMs(pageMs)}`);
-    console.log(`   Node host (same engine.mjs + bridge.py):    ${fmtMs(nodeMs)}\n`);
+    console.log(`   Node host (same engine.mjs + bridge.py):    ${fmtMs(nodeMs)}`);
+    const pure = await purePython();
+    console.log(`   the same checks in pure Python, in Pyodide (Node): ${fmtMs(pure.ms)}  (the anchor: ${pure.tests} tests`
+      + `${pure.failed ? `, ${pure.failed} FAILED` : ', all pass'}); the worker's run = ${ratio(workerMs, pure.ms)} it\n`);
 
     // 4. Click on Run to the first result drawn.
     const drawn = [];

@@ -115,18 +115,37 @@ async function checkGrader() {
   try {
     const labs = JSON.parse((await loadPkg(PKG)).labs()).map((l) => l.id);
     let hidden = 0;
+    const bridges = {};
     for (const id of labs) {
       const grader = await loadPkg(path.join(PKG, 'labs', id));
       const own = JSON.parse(grader.labs()).map((l) => l.id);
       if (own.join() !== id) throw new Error(`labs/${id} holds ${own.join(', ') || 'no lab'}`);
-      hidden += JSON.parse(grader.lab(id)).tests.filter((t) => t.kind === 'hidden').length;
+      const lab = JSON.parse(grader.lab(id));
+      hidden += lab.tests.filter((t) => t.kind === 'hidden').length;
+      bridges[id] = lab.bridge_py;
     }
     if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);
     if (!hidden) console.warn('build: note: these graders have no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
-    return { labs, hidden };
+    return { labs, hidden, bridges };
   } catch (e) {
     fail(`${path.relative(path.join(WWW, '..'), PKG)} does not load or is wrong (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
   }
+}
+
+/**
+ * Each lab's key for the worker's memory snapshot (src/snapshot.js): whatever
+ * decides what the snapshot holds, so a change to any of it makes the next visit
+ * boot afresh and store a new one instead of restoring an old interpreter.
+ */
+function snapshotKeys(labs, bridges, pyodideVersion) {
+  const own = ['src/bridge.py', 'src/engine.mjs', 'src/snapshot.js', 'src/worker.js'].map((f) => fs.readFileSync(path.join(WWW, f)));
+  const keys = {};
+  for (const id of labs) {
+    const hash = crypto.createHash('sha256').update(`pyodide ${pyodideVersion}\0lab ${id}\0`);
+    for (const buf of own) hash.update(buf).update('\0');
+    keys[id] = `${pyodideVersion}-${hash.update(bridges[id] ?? '').digest('hex').slice(0, 16)}`;
+  }
+  return keys;
 }
 
 const gzipSize = (buf) => zlib.gzipSync(buf, { level: 6 }).length;
@@ -156,7 +175,12 @@ async function main() {
     sourcemap: dev ? 'linked' : false,
     loader: { '.py': 'text' },
     // The lab a page opens when none is named: the registry's first (course order).
-    define: { __DEFAULT_LAB__: JSON.stringify(grader.labs[0]) },
+    define: {
+      __DEFAULT_LAB__: JSON.stringify(grader.labs[0]),
+      __SNAPSHOT_KEYS__: JSON.stringify(snapshotKeys(grader.labs, grader.bridges, pyodideVersion)),
+      // The page checks the Pyodide cache itself before build.json arrives (offline.js).
+      __PYODIDE_CACHE__: JSON.stringify({ name: `pyodide-${pyodideVersion}`, files: PYODIDE_FILES.map((f) => `pyodide/${f}`) }),
+    },
     legalComments: 'none',
     logLevel: 'warning',
   });

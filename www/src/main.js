@@ -286,9 +286,32 @@ async function showOffline() {
 // ---------------------------------------------------------------------------
 // Running
 
+/**
+ * How the worker's Python started, for the tests and the bench: `mode` 'snapshot'
+ * (restored) or 'boot' (with `why`), `ms`; after a boot, `snapshot` says whether
+ * it stored one ({stored, bytes, ms} or {stored: false, error}).
+ */
+const python = { mode: null, ms: null, why: null, snapshot: null };
+
+function watchWorker(worker) {
+  worker.addEventListener('message', ({ data }) => {
+    if (data.type === 'ready') {
+      Object.assign(python, { mode: data.boot, ms: data.ms, why: data.why ?? null, snapshot: null });
+      document.documentElement.dataset.pythonBoot = data.boot;
+    } else if (data.type === 'snapshot') {
+      python.snapshot = { stored: data.stored, bytes: data.bytes, ms: data.ms, error: data.error };
+      document.documentElement.dataset.pythonSnapshot = data.stored ? 'stored' : 'failed';
+    }
+  });
+}
+
 function startPython() {
   const first = !state.runner.started;
   const ready = state.runner.start();
+  if (state.runner.worker && state.runner.worker !== state.watched) {
+    state.watched = state.runner.worker;
+    watchWorker(state.watched);
+  }
   if (first) {
     const t0 = performance.now();
     ready.then(async () => {
@@ -493,11 +516,9 @@ function renderInstructions(md) {
 }
 
 async function boot() {
-  const graderLoaded = loadLabGrader(LAB_ID, location.href);
-  graderLoaded.catch(() => {}); // reported below, with the labs this build has
-  const build = await buildLoaded;
-  await trusted;
-  state.build = build;
+  // Python's worker first, before anything else the page waits for: when Pyodide is
+  // stored, a cached visit's wait is mostly the worker's, so it starts now, beside
+  // build.json and the grader. Otherwise the download waits for the first run.
   state.runner = new Runner({
     workerUrl: new URL('worker.js', location.href),
     labId: LAB_ID,
@@ -506,15 +527,18 @@ async function boot() {
     onProgress: (text) => {
       if (!state.running) return;
       const download = !state.pyodideStored && text.startsWith('Loading Python');
-      setStatus(download ? `Downloading Python (about ${formatBytes(build.totals.pyodide.gzip)}, only this once)…` : text, 'busy');
+      setStatus(download ? `Downloading Python (about ${formatBytes(state.build.totals.pyodide.gzip)}, only this once)…` : text, 'busy');
     },
   });
-  // Stored already: load it now, side by side with the page, so the first run
-  // does not wait. Otherwise the download waits for the learner's first run.
-  const stored = pyodideStored(build).then((yes) => {
+  const stored = pyodideStored({ caches: { pyodide: __PYODIDE_CACHE__.name }, pyodideFiles: __PYODIDE_CACHE__.files }).then((yes) => {
     state.pyodideStored = yes;
     if (yes) startPython();
   });
+  const graderLoaded = loadLabGrader(LAB_ID, location.href);
+  graderLoaded.catch(() => {}); // reported below, with the labs this build has
+  const build = await buildLoaded;
+  await trusted;
+  state.build = build;
 
   if (!build.labs.includes(LAB_ID)) throw new Error(`there is no lab "${LAB_ID}" here (labs: ${build.labs.join(', ')})`);
   const { Grader } = await graderLoaded;
@@ -601,6 +625,8 @@ window.deliveryLab = {
   run() { return booted.then(() => runTests()); },
   /** A page built without hidden tests: sends the code to POST grade; resolves to the server's report (or {error}). */
   submit() { return booted.then(() => submitForGrading()); },
+  /** How Python started in the worker: { mode: 'snapshot'|'boot', ms, why, snapshot } (see watchWorker). */
+  get python() { return { ...python }; },
   /** Embedding: { enabled, allowOrigins, hostOrigins, ignored, log, sent }; ignored counts messages not acted on. */
   get embed() { return embed; },
   get lastReport() { return state.lastReport; },

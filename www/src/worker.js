@@ -9,12 +9,15 @@
 //                                            (needs only the grader, not Pyodide)
 // Messages (worker -> main):
 //   {type:'progress', text}
-//   {type:'ready', lab, ms}                  Pyodide and the grader are loaded
+//   {type:'ready', lab, ms, boot, why?}      Pyodide and the grader are loaded; boot says how:
+//                                            'snapshot' (restored) or 'boot' (why: no snapshot)
+//   {type:'snapshot', stored, bytes?, ms?, error?}  after a boot: the snapshot made and stored
 //   {type:'report', id, report, ms}
 //   {type:'failed', text}                    loading failed (the page says so)
 import bridgeSource from './bridge.py';
 import { createEngine } from './engine.mjs';
 import { loadLabGrader } from './grader_module.js';
+import { checkMark, findSnapshot, markSnapshot, SNAPSHOT_IMPORTS, storeSnapshot } from './snapshot.js';
 
 const here = (p) => new URL(p, import.meta.url).href;
 const post = (m) => self.postMessage(m);
@@ -32,25 +35,124 @@ async function loadGrader() {
   return new Grader();
 }
 
-async function loadPython() {
-  // Loaded at run time from our own origin, not bundled: Pyodide finds its other
-  // files next to pyodide.mjs, and the service worker caches them as they are.
-  const { loadPyodide } = await import(here('pyodide/pyodide.mjs'));
+// This lab's snapshot key (build.mjs: Pyodide version and the bridge's sources).
+const snapshotKey = () => __SNAPSHOT_KEYS__[labId];
+
+// Loaded at run time from our own origin, not bundled: Pyodide finds its other
+// files next to pyodide.mjs, and the service worker caches them as they are. Its
+// two scripts are imported side by side (Pyodide would import the second only
+// after the first), and, when a snapshot is to be restored, its WASM is compiled
+// while they load and the snapshot is read (Pyodide would start only after both).
+let pyodideModule = null;
+let asmModule = null;
+const importPyodide = () => {
+  asmModule ??= import(here('pyodide/pyodide.asm.mjs'));
+  asmModule.catch(() => {}); // awaited (and reported) by createModule
+  return (pyodideModule ??= import(here('pyodide/pyodide.mjs')));
+};
+let compiledWasm = null; // Promise<WebAssembly.Module>, once a snapshot is found
+const WASM_URL = here('pyodide/pyodide.asm.wasm');
+
+/**
+ * Pyodide's module factory, with its WASM instantiated from `compiledWasm` when
+ * there is one: Pyodide instantiates by WebAssembly.instantiateStreaming, which is
+ * swapped for the time of the call, for that file only (the grader's WASM may be
+ * instantiated meanwhile).
+ */
+async function createModule(settings) {
+  const create = (await asmModule).default;
+  if (!compiledWasm) return create(settings);
+  const streaming = WebAssembly.instantiateStreaming;
+  WebAssembly.instantiateStreaming = async function fromCompiled(source, imports) {
+    const response = await source;
+    if (response.url !== WASM_URL) return streaming.call(this, response, imports);
+    let module;
+    try {
+      module = await compiledWasm;
+    } catch {
+      return streaming.call(this, response, imports); // compiled from Pyodide's own fetch instead
+    }
+    return { module, instance: await WebAssembly.instantiate(module, imports) };
+  };
+  try {
+    return await create(settings);
+  } finally {
+    WebAssembly.instantiateStreaming = streaming;
+  }
+}
+
+async function loadPython(snapshot) {
+  const { loadPyodide } = await importPyodide();
   return loadPyodide({
     indexURL: here('pyodide/'),
+    createPyodideModule: createModule,
     // The learner's prints are captured by the bridge; anything else is ours.
     stdout: (s) => console.log('[python]', s),
     stderr: (s) => console.warn('[python]', s),
+    // A promise: the snapshot's bytes are read while Pyodide's files load.
+    ...(snapshot ? { _loadSnapshot: snapshot } : { _makeSnapshot: true }),
   });
+}
+
+async function engineOn(pyodide) {
+  // Set either way: a restored memory holds the flag of the worker that made it.
+  pyodide.setInterruptBuffer(interruptBuffer || undefined);
+  post({ type: 'progress', text: 'Starting the grader…' });
+  await graderReady;
+  return createEngine({ pyodide, Grader, bridgeSource, labId });
+}
+
+/** Restores the stored snapshot; null, saying why, when there is none or it fails. */
+async function restore(found) {
+  if (found.missing) return { why: found.missing };
+  // Pyodide is stored (a boot that loaded it made the snapshot): one more read of
+  // its WASM costs little, and compiling it now takes it off the critical path.
+  compiledWasm = WebAssembly.compileStreaming(fetch(WASM_URL));
+  compiledWasm.catch(() => {}); // createModule then compiles from Pyodide's own fetch
+  try {
+    const pyodide = await loadPython(found.bytes);
+    checkMark(pyodide, snapshotKey());
+    return { engine: await engineOn(pyodide) };
+  } catch (e) {
+    console.warn('delivery-lab: the stored snapshot did not restore; booting Python instead:', e);
+    return { why: `it did not restore (${e && e.message || e})` };
+  }
 }
 
 async function loadEngine() {
   post({ type: 'progress', text: 'Loading Python…' });
-  // The grader and Python load side by side.
-  const [, pyodide] = await Promise.all([graderReady, loadPython()]);
-  if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
-  post({ type: 'progress', text: 'Starting the grader…' });
-  return createEngine({ pyodide, Grader, bridgeSource, labId });
+  if (!snapshotKey()) {
+    await graderReady; // says which lab is missing
+    throw new Error(`there is no lab "${labId}" here`);
+  }
+  // The grader, Pyodide's scripts and the snapshot's lookup load side by side.
+  importPyodide().catch(() => {}); // awaited (and reported) by loadPython
+  const restored = await restore(await findSnapshot(self.location.href, labId, snapshotKey()));
+  if (restored.engine) return { engine: restored.engine, boot: 'snapshot' };
+  const pyodide = await loadPython(null);
+  return { engine: await engineOn(pyodide), boot: 'boot', why: restored.why, pyodide };
+}
+
+/**
+ * After a normal boot, before any learner code: the interpreter as it is now (the
+ * bridge and its imports loaded, nothing run), stored for the next visit. The
+ * imports and the copy are synchronous, so a run that is already waiting starts
+ * after them; the cache write goes on beside it.
+ */
+function makeSnapshot(pyodide) {
+  const t0 = performance.now();
+  let bytes;
+  try {
+    pyodide.runPython(SNAPSHOT_IMPORTS);
+    markSnapshot(pyodide, snapshotKey());
+    bytes = pyodide.makeMemorySnapshot();
+  } catch (e) {
+    post({ type: 'snapshot', stored: false, error: String(e && e.message || e) });
+    return;
+  }
+  storeSnapshot(self.location.href, labId, snapshotKey(), bytes).then(
+    () => post({ type: 'snapshot', stored: true, bytes: bytes.byteLength, ms: Math.round(performance.now() - t0) }),
+    (e) => post({ type: 'snapshot', stored: false, error: String(e && e.message || e) }));
 }
 
 async function start(msg) {
@@ -58,13 +160,14 @@ async function start(msg) {
   interruptBuffer = msg.interruptBuffer || null;
   if (msg.lab) labId = msg.lab;
   graderReady = loadGrader();
-  engineReady = loadEngine();
-  try {
-    const engine = await engineReady;
-    post({ type: 'ready', lab: engine.lab, ms: Math.round(performance.now() - t0) });
-  } catch (e) {
-    post({ type: 'failed', text: `Python could not be loaded: ${e && e.message || e}` });
-  }
+  // Runs wait for this promise, so for the snapshot too: it must never hold a
+  // learner's state.
+  engineReady = loadEngine().then(({ engine, boot, why, pyodide }) => {
+    post({ type: 'ready', lab: engine.lab, ms: Math.round(performance.now() - t0), boot, ...(why ? { why } : {}) });
+    if (pyodide) makeSnapshot(pyodide);
+    return engine;
+  });
+  engineReady.catch((e) => post({ type: 'failed', text: `Python could not be loaded: ${e && e.message || e}` }));
 }
 
 async function run({ id, source, seed }) {
