@@ -29,6 +29,7 @@ import urllib.request
 
 import psycopg
 
+import fairness
 import pg
 from worker import EXIT_DB_UNAVAILABLE
 
@@ -262,6 +263,9 @@ def text(report, replay):
         out.append(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']} (must be {r['must']})")
     if "crash" in c:
         out += ["", "A worker failed while the database was up:", c["crash"].rstrip()]
+    if "fairness" in report:
+        f = report["fairness"]
+        out += [""] + ([f"FAIL fairness: {f['error']}"] if "error" in f else [fairness.text(f)])
     out += ["", ("PASS" if report["passed"] else "FAIL") + f"; replay: {replay}"]
     return "\n".join(out)
 
@@ -277,6 +281,10 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--freezes", type=int, default=2)
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--fairness", action="store_true",
+                   help="after the chaos run, the fairness benchmark in real time (about 80 s)")
+    p.add_argument("--fairness-load-s", type=float, default=fairness.LOAD_S,
+                   help=f"real seconds of arrivals per fairness load (default {fairness.LOAD_S:g}; six loads)")
     try:
         a = p.parse_args(argv)
     except SystemExit as e:
@@ -288,6 +296,9 @@ def main(argv=None):
     if a.kills < 0 or a.freezes < 0 or a.seed < 0:
         print("./lab real: --seed, --kills and --freezes must not be negative", file=sys.stderr)
         return 2
+    if not 1 <= a.fairness_load_s <= 60:
+        print("./lab real: --fairness-load-s must be between 1 and 60", file=sys.stderr)
+        return 2
     if not os.path.isfile(a.file):
         print(f"./lab real: no file {a.file}", file=sys.stderr)
         return 2
@@ -297,13 +308,23 @@ def main(argv=None):
     if check.returncode != 0:
         print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
         return 2
-    replay = f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} {a.file}"
+    replay = (f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} "
+              f"--freezes {a.freezes}{f' --fairness --fairness-load-s {a.fairness_load_s:g}' if a.fairness else ''} {a.file}")
     run = Run(solution, a.seed, a.actions, a.kills, a.workers, a.freezes)
     # Ctrl+C and SIGTERM end the run: every process and the cluster go first.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         run.start()
         report = run.go()
+        if a.fairness:
+            for w in run.workers:
+                w.stop()
+            try:
+                fair = fairness.Fairness(run.cluster.dsn, solution, a.seed, run.procs, a.fairness_load_s).go()
+            except fairness.FairnessError as e:
+                fair = {"rows": [], "passed": False, "error": str(e)}
+            report["fairness"] = fair
+            report["passed"] = report["passed"] and fair["passed"]
     except KeyboardInterrupt:
         print("./lab real: stopped; the cluster, the provider and every worker are gone", file=sys.stderr)
         return 1

@@ -1,0 +1,61 @@
+# ./lab real --fairness (www/real/fairness.py, fair_worker.py): the fairness
+# benchmark in real time. Its arrivals are seeded per store, so the loads differ
+# only in the noisy store; end to end, the reference passes its graded rows (a
+# short run: 4 s of arrivals a load instead of 10) and the run leaves no process
+# and no folder behind.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
+sys.path.insert(0, REAL)
+
+import fairness  # noqa: E402
+
+
+def test_the_loads_differ_only_in_the_noisy_store_and_are_seeded():
+    equal, steady, bulk = (fairness.arrivals(7, load, 10) for load in fairness.LOADS)
+    others = lambda arr: [a for a in arr if a[1] != 0]  # noqa: E731
+    assert others(equal) == others(steady) == others(bulk) and len(others(equal)) > 150
+    assert fairness.arrivals(7, fairness.LOADS[0], 10) == equal != fairness.arrivals(8, fairness.LOADS[0], 10)
+    noisy = lambda arr: [a for a in arr if a[1] == 0]  # noqa: E731
+    assert [t for t, _, _ in noisy(bulk)].count(2000) == 20  # its 10x share, all at 2 s
+    assert 8 < len(noisy(steady)) and len(noisy(equal)) < len(noisy(steady))
+    assert all(100 <= s <= 400 for _, _, s in equal)
+
+
+def test_p95_is_the_value_at_the_95th_percentile():
+    assert fairness.p95(list(range(1, 101))) == 95
+    assert fairness.p95([5]) == 5 and fairness.p95([]) == 0
+
+
+def test_the_reference_passes_a_short_fairness_run_and_fifo_is_shown_beside_it():
+    # A temporary folder of this run's own (other runs may share /tmp), which the
+    # cluster's user (nobody, under root) can enter.
+    tmp = tempfile.mkdtemp(prefix="fairness-test-")
+    os.chmod(tmp, 0o755)
+    r = subprocess.run([sys.executable, os.path.join(REAL, "run.py"), REFERENCE, "--actions", "30", "--kills", "0",
+                        "--freezes", "0", "--workers", "2", "--seed", "21", "--fairness", "--fairness-load-s", "4",
+                        "--format", "json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TMPDIR": tmp})
+    left = os.listdir(tmp)
+    os.rmdir(tmp) if not left else None
+    assert not left, f"the run left {left}"
+    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(fair_worker|worker|receiver|provider)"],
+                           capture_output=True, text=True)
+    assert not procs.stdout.strip(), f"the run left processes: {procs.stdout}"
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["passed"] is True and report["replay"].endswith("--fairness --fairness-load-s 4 " + REFERENCE)
+    rows = report["fairness"]["rows"]
+    assert [(x["load"], x["claim"]) for x in rows] == [(load, claim) for claim in fairness.CLAIMS
+                                                       for load in fairness.LOADS]
+    for x in rows:
+        base = next(y for y in rows if y["claim"] == x["claim"] and y["load"] == fairness.LOADS[0])
+        assert x["p95_ms"] >= 100 and x["ratio"] == round(x["p95_ms"] / base["p95_ms"], 2)
+        assert x["ok"] == (x["ratio"] <= 1.10) and x["graded"] == (x["claim"] == "yours")
+    assert all(x["ok"] for x in rows if x["graded"])
+    assert "FIFO (not graded)" in r.stderr and "one store 10x, all at once" in r.stderr
