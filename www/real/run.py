@@ -9,7 +9,7 @@ zombies with SIGCONT, crashes PostgreSQL once (a power cut, then real crash
 recovery), waits for the drain, and counts the chaos table from the provider's
 own log. The learner's code runs here as real processes on this machine.
 
-    python run.py FILE [--seed N] [--actions N] [--kills N] [--workers N] [--format text|json]
+    python run.py FILE [--seed N] [--actions N] [--kills N] [--workers N] [--fairness] [--format text|json]
 
 Exit 0 when every row holds, 1 when one does not, 2 for a usage error or a file
 that cannot run. The seed makes every choice of the run (which worker, when,

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-REAL = os.path.join(os.path.dirname(__file__), "..")
+REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))  # as run.py names its children
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 SMALL = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "0", "--seed", "11"]
 
@@ -24,7 +24,7 @@ def real(*args, timeout=400):
                        timeout=timeout)
     left = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("delivery-lab-pg-")]
     assert not left, f"the run left {left}"
-    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(worker|receiver|provider)"], capture_output=True, text=True)
+    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(fair_worker|worker|receiver|provider)"], capture_output=True, text=True)
     assert not procs.stdout.strip(), f"the run left processes: {procs.stdout}"
     return r
 
@@ -91,7 +91,7 @@ def test_the_reference_passes_five_runs_in_a_row():
             reports.append(json.loads(out.strip().splitlines()[-1]))
     assert [r["seed"] for r in reports] == seeds
     assert all(r["passed"] and r["chaos"]["db_restarts"] == 1 for r in reports)
-    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(worker|receiver|provider)"], capture_output=True, text=True)
+    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(fair_worker|worker|receiver|provider)"], capture_output=True, text=True)
     assert not procs.stdout.strip(), f"the runs left processes: {procs.stdout}"
 
 
