@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
@@ -59,3 +60,33 @@ def test_the_reference_passes_a_short_fairness_run_and_fifo_is_shown_beside_it()
         assert x["ok"] == (x["ratio"] <= 1.10) and x["graded"] == (x["claim"] == "yours")
     assert all(x["ok"] for x in rows if x["graded"])
     assert "FIFO (not graded)" in r.stderr and "one store 10x, all at once" in r.stderr
+
+
+def test_a_sigterm_in_the_middle_of_the_fairness_run_leaves_nothing_behind():
+    tmp = tempfile.mkdtemp(prefix="fairness-test-")
+    os.chmod(tmp, 0o755)
+    p = subprocess.Popen([sys.executable, os.path.join(REAL, "run.py"), REFERENCE, "--actions", "20", "--kills", "0",
+                          "--freezes", "0", "--workers", "2", "--seed", "22", "--fairness", "--fairness-load-s", "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": tmp})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            up = subprocess.run(["pgrep", "-f", f"{REAL}/fair_worker"], capture_output=True, text=True).stdout.split()
+            if len(up) >= 6:
+                break
+            time.sleep(0.2)
+        assert p.poll() is None, "the run ended before its fairness workers started"
+        time.sleep(1.0)  # mid-load
+        p.terminate()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 1 and "stopped; the cluster, the provider and every worker are gone" in err, err[-2000:]
+    procs = subprocess.run(["pgrep", "-f", f"{REAL}/(fair_worker|worker|receiver|provider)"],
+                           capture_output=True, text=True)
+    assert not procs.stdout.strip(), f"the run left processes: {procs.stdout}"
+    left = os.listdir(tmp)
+    os.rmdir(tmp) if not left else None
+    assert not left, f"the run left {left}"
