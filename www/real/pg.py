@@ -16,11 +16,52 @@ import subprocess
 import tempfile
 
 import psycopg
+import psycopg.sql
 
 # The schema's one place is the lab's own file (src/courier/schema.sql).
 SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "..", "src", "courier", "schema.sql")
 DATABASE = "courier"
 USER = "lab"
+
+
+# The run's record of every change to an action's row (its claim, lease and state),
+# kept by a trigger the learner's roles cannot
+# reach (they are not the tables' owner, so they cannot drop or disable a trigger,
+# and the `audit` schema is closed to them). `who` is the session's login role:
+# SET ROLE and SET SESSION AUTHORIZATION are not open to them either. Times are the
+# run's clock (ms since its start), from the server's clock.
+AUDIT_SQL = """
+CREATE ROLE learner NOLOGIN;
+GRANT SELECT, INSERT, UPDATE, DELETE ON actions, stores, outbox, webhook_events TO learner;
+CREATE SCHEMA audit;
+REVOKE ALL ON SCHEMA audit FROM PUBLIC;
+CREATE TABLE audit.run (t0_epoch_s double precision NOT NULL);
+CREATE TABLE audit.writes (
+  seq                bigserial PRIMARY KEY,
+  at_ms              double precision NOT NULL,
+  who                text NOT NULL,
+  tbl                text NOT NULL,
+  action_id          integer,
+  old_state          text,
+  old_owner          text,
+  old_epoch          integer,
+  old_lease_until_ms bigint,
+  new_owner          text,
+  new_epoch          integer
+);
+CREATE FUNCTION audit.now_ms() RETURNS double precision LANGUAGE sql STABLE AS
+  $$ SELECT (extract(epoch FROM clock_timestamp()) - t0_epoch_s) * 1000 FROM audit.run $$;
+CREATE FUNCTION audit.log_action() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  INSERT INTO audit.writes (at_ms, who, tbl, action_id, old_state, old_owner, old_epoch,
+                            old_lease_until_ms, new_owner, new_epoch)
+  VALUES (audit.now_ms(), session_user, 'actions', NEW.id, OLD.state, OLD.owner, OLD.epoch,
+          OLD.lease_until_ms, NEW.owner, NEW.epoch);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER audit_actions AFTER UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION audit.log_action();
+"""
 
 
 class PostgresMissing(RuntimeError):
@@ -94,6 +135,23 @@ class Cluster:
             admin.execute(f"CREATE DATABASE {DATABASE}")
         with psycopg.connect(self.dsn, autocommit=True) as conn, open(SCHEMA_SQL) as schema:
             conn.execute(schema.read())
+
+    def create_audit(self, roles, t0_epoch_s):
+        """The run's own record of every change to an action's row (AUDIT_SQL), and a
+        login role for each of `roles` (each worker, the receiver): the learner's
+        code connects as its process's role (`dsn_as`), which may read and write
+        the lab's tables but not the record, and cannot change who it is, so the
+        record says which process wrote what. `t0_epoch_s`: the run's start as
+        wall-clock seconds, which the record's times count from (the run's clock)."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(AUDIT_SQL)
+            conn.execute("INSERT INTO audit.run (t0_epoch_s) VALUES (%s)", (t0_epoch_s,))
+            for role in roles:
+                conn.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN IN ROLE learner").format(psycopg.sql.Identifier(role)))
+
+    def dsn_as(self, role):
+        """The cluster's DSN for a login role of `create_audit`."""
+        return self.dsn.replace(f"user={USER}", f"user={role}")
 
     def close(self):
         """Stops the server (fast, or immediate if that fails) and removes its folder.

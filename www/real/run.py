@@ -34,6 +34,11 @@ import pg
 from worker import EXIT_DB_UNAVAILABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RECEIVER = "receiver"      # the webhook receiver's database role; each worker's is its name
+# A claim is "from a healthy worker" when the lease it took had this much left or
+# more by the database's clock: the claim's own statement and the two clocks (the
+# workers' monotonic one, the server's wall clock) may differ by a few ms.
+LEASE_SLACK_MS = 250
 STORES = 100
 LEASE_MS = 30_000          # lab.md's cfg.lease_ms: a freeze past it makes a zombie
 DRAIN_TIMEOUT_S = 600
@@ -73,6 +78,10 @@ def stop_all(procs):
                 f.close()
 
 
+def worker_name(i):
+    return f"w{i}"
+
+
 class Worker:
     """One worker process, restarted when it ends: `crashes_db_up` counts the ends
     that were crashes of the learner's code (not of the database)."""
@@ -88,7 +97,7 @@ class Worker:
     def start(self):
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "worker.py"), "--solution", self.run.solution,
-             "--dsn", self.run.cluster.dsn, "--provider", self.run.provider_url, "--name", self.name,
+             "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.provider_url, "--name", self.name,
              "--t0", repr(self.run.t0)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.frozen_until = None
@@ -135,8 +144,13 @@ class Run:
         self.cluster = pg.Cluster()
         self.cluster.start()
         self.cluster.create_schema()
+        # The run's clock starts here, for the workers (monotonic) and for the
+        # database's record of the claims (wall clock, read at the same moment).
+        self.t0, t0_wall = time.monotonic(), time.time()
+        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER], t0_wall)
         receiver = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution, "--dsn", self.cluster.dsn],
+            [sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution,
+             "--dsn", self.cluster.dsn_as(RECEIVER)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(receiver)
         hook_url = first_line(receiver, "the webhook receiver")
@@ -147,9 +161,8 @@ class Run:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(provider)
         self.provider_url = first_line(provider, "the provider")
-        self.t0 = time.monotonic()
         self.enqueue()
-        self.workers = [Worker(self, f"w{i}") for i in range(self.n_workers)]
+        self.workers = [Worker(self, worker_name(i)) for i in range(self.n_workers)]
 
     def enqueue(self):
         stores = [f"store-{s:03}" for s in range(STORES)]
@@ -232,6 +245,17 @@ class Run:
         with psycopg.connect(self.cluster.dsn, autocommit=True) as c:
             outbox = dict(c.execute("SELECT action_id, status FROM outbox").fetchall())
             dispatched = c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
+            # From the database's own record (pg.AUDIT_SQL), which the learner's
+            # code cannot write: a claim is a write that makes its writer the owner
+            # at a newer epoch; any other write is its writer's, and must be to an
+            # action it owned (a zombie that lost its claim writes nothing).
+            claim = "new_owner = who AND new_epoch > old_epoch"
+            healthy_steals = c.execute(
+                f"SELECT count(*) FROM audit.writes WHERE {claim} AND old_state = 'claimed' "
+                "AND old_lease_until_ms > at_ms + %s", (LEASE_SLACK_MS,)).fetchone()[0]
+            foreign_writes = c.execute(
+                f"SELECT count(*) FROM audit.writes WHERE NOT ({claim}) AND old_owner IS DISTINCT FROM who"
+            ).fetchone()[0]
         differ = sum(1 for a, s in final.items() if outbox.get(int(a)) != s)
         crashes_db_up = sum(w.crashes_db_up for w in self.workers)
         zero = lambda name, v: {"name": name, "value": v, "must": 0, "ok": v == 0}  # noqa: E731
@@ -242,6 +266,8 @@ class Run:
             zero("actions with no message", tally["no_effect"]),
             zero("sends with no lookup since the previous send", tally["resends_without_lookup"]),
             zero("outbox statuses that differ from the provider's final one", differ),
+            zero("jobs claimed from a healthy worker", healthy_steals),
+            zero("writes to an action by a worker that no longer held it", foreign_writes),
             zero("workers that crashed while the database was up", crashes_db_up),
             {"name": "actions dispatched", "value": dispatched, "must": self.actions, "ok": dispatched == self.actions},
         ]
