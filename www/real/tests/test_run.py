@@ -1,8 +1,8 @@
 # ./lab real end to end (www/real/run.py), small: its own cluster, the provider, the
 # receiver and four workers, with SIGKILLs and a database crash. The reference
 # passes every row, in five more runs too; a resend without a lookup, a new key per
-# attempt, an attempt counted after the send, a missing epoch fence and a claim that
-# takes live leases each fail the row that names it.
+# attempt, an attempt counted after the send and a claim that takes live leases each
+# fail the row that names it.
 # Each run
 # leaves no process and no folder behind. (A run with kills takes at least one lease,
 # 30 s: a killed worker's claim is taken over only once it runs out.)
@@ -63,18 +63,16 @@ def _mutant(name):
 # run has more kills than the small one (measured with these arguments: 4, 5 and
 # 5 such sends in three runs, about 39 s each).
 MORE_KILLS = ["--actions", "200", "--kills", "40", "--workers", "4", "--freezes", "0", "--seed", "3"]
-# A missing epoch fence shows only when a worker frozen past its lease wakes after
-# another took its action over: its heartbeat then writes to the other's claim,
-# which the database's own record of the rows shows (pg.AUDIT_SQL). Four freezes
-# (measured: 4, 1 and 4 such writes in runs of seeds 11 to 13; the reference, 0).
-ZOMBIES = ["--actions", "200", "--kills", "12", "--workers", "4", "--freezes", "4", "--seed", "13"]
+# A missing epoch fence is not here: it shows only when a worker frozen past its
+# lease wakes after another took its action over, which four freezes gave in 3 of
+# 4 runs measured (www/real/README.md), so its verdict can flip; a test of it needs
+# a run that makes that moment certain.
 
 
 @pytest.mark.parametrize("name, row, args", [
     ("resend-without-lookup", "FAIL sends with no lookup since the previous send:", SMALL),
     ("new-key-on-resend", "FAIL outbox statuses that differ from the provider's final one:", SMALL),
     ("attempt-after-send", "FAIL sends with no lookup since the previous send:", MORE_KILLS),
-    ("no-epoch-fence", "FAIL writes to an action by a worker that no longer held it:", ZOMBIES),
 ])
 def test_a_wrong_solution_fails_its_named_row(tmp_path, name, row, args):
     wrong = tmp_path / f"{name}.py"
