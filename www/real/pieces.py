@@ -69,7 +69,8 @@ class HttpProvider:
     """`send(key, phone, body)` and `lookup(key)` over HTTP, answering the lab's
     dicts; no answer within PROVIDER_TIMEOUT_S (or no connection) is a timeout.
     `action` is the action the worker is delivering: the provider logs each send
-    under it (the simulation's provider reads it from the message)."""
+    under it (the simulation's provider reads it from the message), and the run
+    can hold back the answer to a request for it (provider.mjs's /hold)."""
 
     def __init__(self, url, action=None):
         u = urllib.parse.urlsplit(url)
@@ -100,4 +101,5 @@ class HttpProvider:
     def lookup(self, key):
         if not isinstance(key, str):
             raise TypeError(f"provider.lookup: key must be a str, not {type(key).__name__}")
-        return self._ask("GET", "/lookup?" + urllib.parse.urlencode({"key": key}))
+        query = {"key": key} if self.action is None else {"key": key, "action": self.action}
+        return self._ask("GET", "/lookup?" + urllib.parse.urlencode(query))

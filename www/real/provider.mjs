@@ -10,6 +10,11 @@
 //   GET  /lookup?key=...
 //        200 with the provider's answer as JSON; a timeout answers nothing: the
 //        connection is held for holdMs, then closed, as a provider that hangs.
+//   POST /hold {"action": 17}   the answer to the next request for action 17 (a send,
+//                 or a lookup given &action=17) waits for POST /release {"action": 17};
+//                 GET /holding?action=17 says whether one waits now. The request
+//                 itself is taken and logged as usual: only its answer is slow, as on
+//                 a slow network. The run freezes a worker while it waits so (run.py).
 //   GET  /log     the provider's own log (JSON array); POST /tally {"actions": [...]}
 //                 the chaos counts read from it; GET /final each action's final status;
 //                 GET /pending the webhooks not yet taken by the receiver
@@ -45,6 +50,8 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
   const t0 = performance.now();
   const now = clock ?? (() => (performance.now() - t0) / 1000);
   const held = new Set();
+  // action -> the answer held back for it (null until its request comes).
+  const holds = new Map();
   let written = 0;
   let closed = false;
 
@@ -67,11 +74,17 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     const t = setTimeout(() => { held.delete(socket); socket.destroy(); }, holdMs);
     socket.once('close', () => { clearTimeout(t); held.delete(socket); });
   };
-  const answer = (req, res, text) => {
+  const answer = (req, res, text, action) => {
     const a = JSON.parse(text);
     flushLog();
-    if (a.answer === 'timeout') hang(req);
-    else reply(res, 200, a);
+    const deliver = () => (a.answer === 'timeout' ? hang(req) : reply(res, 200, a));
+    if (holds.has(action) && holds.get(action) === null) holds.set(action, deliver);
+    else deliver();
+  };
+  const actionOf = (v) => (Number.isSafeInteger(v) && v >= 0 ? v : undefined);
+  const actionParam = (url) => {
+    const v = url.searchParams.get('action');
+    return v !== null && /^[0-9]{1,15}$/.test(v) ? Number(v) : undefined;
   };
 
   function readJson(req, then, res) {
@@ -107,13 +120,30 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
           if (typeof b[f] !== 'string') return reply(res, 400, { error: `"${f}" must be a string` });
         }
         if (b.key.length > MAX_KEY_CHARS) return reply(res, 400, { error: `"key" is longer than ${MAX_KEY_CHARS} characters` });
-        answer(req, res, provider.send(now(), b.action, b.key));
+        answer(req, res, provider.send(now(), b.action, b.key), b.action);
       }, res);
     }
     if (req.method === 'GET' && url.pathname === '/lookup') {
       const key = url.searchParams.get('key');
       if (key === null || key.length > MAX_KEY_CHARS) return reply(res, 400, { error: 'give ?key=' });
-      return answer(req, res, provider.lookup(now(), key));
+      return answer(req, res, provider.lookup(now(), key), actionParam(url));
+    }
+    if (req.method === 'POST' && (url.pathname === '/hold' || url.pathname === '/release')) {
+      return readJson(req, (b) => {
+        const action = actionOf(b.action);
+        if (action === undefined) return reply(res, 400, { error: '"action" must be a whole number' });
+        // An answer already held goes out either way: a new hold starts afresh.
+        const waiting = holds.get(action);
+        holds.delete(action);
+        if (waiting) waiting();
+        if (url.pathname === '/hold') holds.set(action, null);
+        reply(res, 200, { ok: true });
+      }, res);
+    }
+    if (req.method === 'GET' && url.pathname === '/holding') {
+      const action = actionParam(url);
+      if (action === undefined) return reply(res, 400, { error: 'give ?action=' });
+      return reply(res, 200, { holding: typeof holds.get(action) === 'function' });
     }
     if (req.method === 'GET' && url.pathname === '/log') return reply(res, 200, JSON.parse(provider.log_since(0)));
     if (req.method === 'GET' && url.pathname === '/final') return reply(res, 200, JSON.parse(provider.final_statuses()));
@@ -127,7 +157,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
       }, res);
     }
     req.resume();
-    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally' });
+    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally, POST /hold, POST /release, GET /holding?action=' });
   }
 
   const server = http.createServer((req, res) => {

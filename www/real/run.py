@@ -41,6 +41,10 @@ RECEIVER = "receiver"      # the webhook receiver's database role; each worker's
 LEASE_SLACK_MS = 250
 STORES = 100
 LEASE_MS = 30_000          # lab.md's cfg.lease_ms: a freeze past it makes a zombie
+# A frozen worker wakes as soon as another worker has taken its action over, or
+# this long after its lease ran out if none did (the freeze then made no zombie).
+FREEZE_GIVE_UP_S = 20
+HOLD_WAIT_S = 4            # how long a freeze waits for the worker's next request (a timeout held 1.5 s, then a 1 s wait)
 DRAIN_TIMEOUT_S = 600
 POLL_S = 0.05
 
@@ -89,7 +93,8 @@ class Worker:
     def __init__(self, run, name):
         self.run, self.name = run, name
         self.proc = None
-        self.frozen_until = None
+        self.hold = None            # the action whose next answer the provider holds for it
+        self.frozen = None          # while SIGSTOPped: its action, epoch, and when to give up
         self.crashes_db_up = 0
         self.last_error = ""
         self.start()
@@ -100,7 +105,10 @@ class Worker:
              "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.provider_url, "--name", self.name,
              "--t0", repr(self.run.t0)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.frozen_until = None
+        # The run's clock when it started: a claim it makes leases past this plus a
+        # lease, unlike one its killed predecessor (the same role) left behind.
+        self.started_ms = (time.monotonic() - self.run.t0) * 1000
+        self.frozen = None
 
     def kill(self):
         self.proc.kill()
@@ -123,7 +131,7 @@ class Worker:
         self.start()
 
     def stop(self):
-        if self.proc.poll() is None and self.frozen_until is not None:
+        if self.proc.poll() is None and self.frozen is not None:
             self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot end on SIGTERM
         stop_all([self.proc])
 
@@ -136,7 +144,7 @@ class Run:
         self.cluster = None
         self.procs = []
         self.workers = []
-        self.done = {"kills": 0, "freezes": 0, "db_restarts": 0}
+        self.done = {"kills": 0, "freezes": 0, "db_restarts": 0, "zombies": 0}
 
     # -- the parts ----------------------------------------------------------
 
@@ -193,37 +201,44 @@ class Run:
         # The kills come at seeded random moments while work remains, a few a
         # second (so some land mid-transaction, between a commit and the send, and
         # with a request on the wire); the database crashes once, a third of the
-        # way; some workers freeze past their lease and wake as zombies.
+        # way; after it, a worker that holds an action freezes past its lease and
+        # wakes as a zombie once another worker has taken that action over.
         next_kill = time.monotonic() + self.rng.uniform(0.02, 0.2)
-        next_freeze = time.monotonic() + self.rng.uniform(0.5, 3.0)
+        self.next_freeze = time.monotonic()
         crash_at = max(1, self.actions // 3)
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         n = 0
         while time.monotonic() < deadline:
             for w in self.workers:
-                if w.frozen_until is not None and time.monotonic() >= w.frozen_until:
-                    w.proc.send_signal(signal.SIGCONT)
-                    w.frozen_until = None
+                if w.frozen is not None:
+                    took = self.taken_over(w)
+                    if took or time.monotonic() >= w.frozen["give_up"]:
+                        self.wake(w)
+                        self.done["zombies"] += took
+                elif w.hold is not None:
+                    self.step_freeze(w)
                 w.check()
             n = self.dispatched()
             if n is None:
                 time.sleep(POLL_S)
                 continue
-            if n >= self.actions and all(w.frozen_until is None for w in self.workers):
+            freezing = [w for w in self.workers if w.frozen is not None or w.hold is not None]
+            if n >= self.actions and not any(w.frozen for w in self.workers):
                 break
             now = time.monotonic()
-            if self.done["kills"] < self.kills and now >= next_kill:
-                victim = self.rng.choice([w for w in self.workers if w.frozen_until is None] or self.workers)
+            running = [w for w in self.workers if w.frozen is None and w.hold is None]
+            if self.done["kills"] < self.kills and now >= next_kill and running:
+                victim = self.rng.choice(running)
                 victim.kill()
                 self.done["kills"] += 1
                 next_kill = now + self.rng.uniform(0.02, 0.3)
-            if self.done["freezes"] < self.freezes and now >= next_freeze:
-                w = self.rng.choice(self.workers)
-                if w.frozen_until is None and w.proc.poll() is None:
-                    w.proc.send_signal(signal.SIGSTOP)
-                    w.frozen_until = now + LEASE_MS / 1000 + self.rng.uniform(0.5, 2.0)
-                    self.done["freezes"] += 1
-                next_freeze = now + self.rng.uniform(1.0, 5.0)
+            # Freezes come after the database's crash (a crash during one would
+            # end the zombie's connection, and with it the zombie), one worker at
+            # least always left running to take the frozen one's action over.
+            if (self.done["db_restarts"] and self.done["zombies"] + len(freezing) < self.freezes
+                    and len(freezing) < self.n_workers - 1 and now >= self.next_freeze and running):
+                if not self.start_freeze(running):
+                    self.next_freeze = now + self.rng.uniform(0.02, 0.1)
             if not self.done["db_restarts"] and n >= crash_at:
                 self.cluster.crash()
                 time.sleep(self.rng.uniform(0.2, 1.0))
@@ -231,10 +246,99 @@ class Run:
                 self.done["db_restarts"] = 1
             time.sleep(POLL_S)
         drained = n is not None and n >= self.actions
+        for w in self.workers:
+            if w.hold is not None:  # armed, and no request came: nothing waits on it
+                http_json(f"{self.provider_url}/release", {"action": w.hold["action"]})
+                w.hold = None
         # The webhooks still on their way, then the provider's final word.
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
         return self.report(drained)
+
+    def start_freeze(self, candidates):
+        """Picks a worker among `candidates` that holds an action of its own, and
+        has the provider hold back the answer to its next request for that action
+        (step_freeze freezes it while it waits for that answer): True when one
+        does. An action a killed predecessor (the same role) left behind is not the
+        worker's own: that lease runs to before this process started + a lease."""
+        by_name = {w.name: w for w in candidates}
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                rows = c.execute("SELECT owner, id, epoch, lease_until_ms FROM actions WHERE state = 'claimed' "
+                                 "AND owner = ANY(%s) ORDER BY id", (list(by_name),)).fetchall()
+        except psycopg.OperationalError:
+            return False
+        held = [(by_name[o], a, e) for o, a, e, until in rows if until > by_name[o].started_ms + LEASE_MS]
+        if not held:
+            return False
+        w, action, epoch = self.rng.choice(held)
+        http_json(f"{self.provider_url}/hold", {"action": action})
+        w.hold = {"action": action, "epoch": epoch, "pid": w.proc.pid, "until": time.monotonic() + HOLD_WAIT_S}
+        return True
+
+    def step_freeze(self, w):
+        """`w`'s request is taken and logged and its answer held back: `w` waits
+        for it, outside any transaction of its own, with nothing of its own on the
+        wire. SIGSTOP now, and the zombie's later writes and sends are only those
+        its code makes after it wakes. Otherwise (no request within HOLD_WAIT_S,
+        `w` ended or is done with the action, or it waits inside a transaction,
+        which would keep the action's row locked) the hold is let go."""
+        h = w.hold
+        alive = w.proc.pid == h["pid"] and w.proc.poll() is None
+        if alive and http_json(f"{self.provider_url}/holding?action={h['action']}")["holding"]:
+            w.proc.send_signal(signal.SIGSTOP)
+            if not self.in_transaction(w):
+                w.hold = None
+                w.frozen = {**h, "give_up": time.monotonic() + LEASE_MS / 1000 + FREEZE_GIVE_UP_S}
+                self.done["freezes"] += 1
+                self.next_freeze = time.monotonic() + self.rng.uniform(1.0, 5.0)
+                return
+            w.proc.send_signal(signal.SIGCONT)
+        elif alive and time.monotonic() < h["until"] and self.still_holds(w, h["action"], h["epoch"]):
+            return
+        http_json(f"{self.provider_url}/release", {"action": h["action"]})
+        w.hold = None
+        self.next_freeze = time.monotonic() + self.rng.uniform(0.02, 0.1)
+
+    def still_holds(self, w, action, epoch):
+        """Whether `w` still has `action` claimed at `epoch` (it may have finished
+        it just before the hold, and then makes no request for it)."""
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                return c.execute("SELECT 1 FROM actions WHERE id = %s AND owner = %s AND epoch = %s "
+                                 "AND state = 'claimed'", (action, w.name, epoch)).fetchone() is not None
+        except psycopg.OperationalError:
+            return False
+
+    def in_transaction(self, w):
+        """Whether `w`'s connection has a transaction open (or cannot be seen)."""
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                for _ in range(50):  # a statement sent just before the stop still finishes
+                    states = [s for (s,) in c.execute("SELECT state FROM pg_stat_activity WHERE usename = %s",
+                                                      (w.name,))]
+                    if "active" not in states:
+                        return any(s != "idle" for s in states)
+                    time.sleep(0.01)
+        except psycopg.OperationalError:
+            pass
+        return True
+
+    def taken_over(self, w):
+        """Whether another worker has claimed `w`'s action since `w` froze."""
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                (epoch,) = c.execute("SELECT epoch FROM actions WHERE id = %s", (w.frozen["action"],)).fetchone()
+        except psycopg.OperationalError:
+            return False
+        return epoch > w.frozen["epoch"]
+
+    def wake(self, w):
+        """The held answer goes out (as from a very slow network), and `w` wakes:
+        a zombie, when its action was taken over meanwhile."""
+        http_json(f"{self.provider_url}/release", {"action": w.frozen["action"]})
+        w.proc.send_signal(signal.SIGCONT)
+        w.frozen = None
 
     # -- the table ------------------------------------------------------------
 
@@ -276,6 +380,7 @@ class Run:
             "lab": "courier", "mode": "real", "seed": self.seed,
             "passed": drained and all(r["ok"] for r in rows),
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
+                      "zombies": self.done["zombies"],
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
                       "drained": drained, **({"crash": errors[0]} if errors else {})},
         }
@@ -284,7 +389,7 @@ class Run:
 def text(report, replay):
     c = report["chaos"]
     out = [f"courier, real run: seed {report['seed']}; {c['kills']} kills, {c['freezes']} freezes past the lease, "
-           f"{c['db_restarts']} database crash; {c['seconds']} s" + ("" if c["drained"] else "; did NOT drain"), ""]
+           f"{c['zombies']} of them woken after a takeover, {c['db_restarts']} database crash; {c['seconds']} s" + ("" if c["drained"] else "; did NOT drain"), ""]
     for r in c["rows"]:
         out.append(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']} (must be {r['must']})")
     if "crash" in c:
@@ -305,7 +410,9 @@ def main(argv=None):
     p.add_argument("--actions", type=int, default=2000)
     p.add_argument("--kills", type=int, default=200)
     p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--freezes", type=int, default=2)
+    p.add_argument("--freezes", type=int, default=2,
+                   help="zombies to make: a worker frozen (SIGSTOP) while it holds an action, woken once another "
+                   "worker has taken that action over (default 2)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--fairness", action="store_true",
                    help="after the chaos run, the fairness benchmark in real time (about 80 s)")

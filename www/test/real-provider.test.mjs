@@ -138,3 +138,52 @@ test('the provider server refuses malformed requests with 4xx and stays up; in r
     await hooks.close();
   }
 });
+
+// The run freezes a worker while the provider holds back the answer to its request
+// (run.py's freeze): the request is taken and logged at once, only the answer waits
+// for /release; one hold catches one request of its action, a lookup naming its
+// action too; other actions are answered as usual.
+test('a hold takes and logs the request at once and keeps its answer until released, for that action only', { timeout: 30_000 }, async () => {
+  let t = 0;
+  const pkg = await loadGrader();
+  const bare = new pkg.CourierProvider(7);
+  const p = await startProvider({ seed: 7, clock: () => t, holdMs: HOLD_MS, tickMs: 0 });
+  try {
+    const holding = async (a) => (await request(`${p.url}/holding?action=${a}`)).body.holding;
+    assert.equal((await request(`${p.url}/hold`, { method: 'POST', body: { action: 3 } })).status, 200);
+    assert.equal(await holding(3), false, 'armed, with no request yet');
+    let answered = null;
+    const held = request(`${p.url}/send`, { method: 'POST', body: { action: 3, key: 'k3', phone: 'p', body: 'b' } })
+      .then((r) => { answered = r; return r; });
+    await waitFor(() => p.provider.log_since(0) !== '[]');
+    assert.equal(await holding(3), true);
+    const want = JSON.parse(bare.send(0, 3, 'k3'));
+    assert.deepEqual(JSON.parse(p.provider.log_since(0)), JSON.parse(bare.log_since(0)), 'logged at once');
+    // Another action's request goes through while action 3's answer waits.
+    t = 1;
+    const other = await request(`${p.url}/send`, { method: 'POST', body: { action: 4, key: 'k4', phone: 'p', body: 'b' } });
+    const wantOther = JSON.parse(bare.send(1, 4, 'k4'));
+    assert.deepEqual(wantOther.answer === 'timeout' ? { timeout: true } : { status: 200, body: wantOther }, other);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(answered, null, 'the held answer waits');
+    assert.equal((await request(`${p.url}/release`, { method: 'POST', body: { action: 3 } })).status, 200);
+    assert.deepEqual(await held, want.answer === 'timeout' ? { timeout: true } : { status: 200, body: want });
+    assert.equal(await holding(3), false);
+    // A hold catches one request only; a lookup naming its action is caught too.
+    const answer = (want) => (want.answer === 'timeout' ? { timeout: true } : { status: 200, body: want });
+    await request(`${p.url}/hold`, { method: 'POST', body: { action: 5 } });
+    const before = JSON.parse(p.provider.log_since(0)).length;
+    const lookup = request(`${p.url}/lookup?key=k3&action=5`);
+    await waitFor(() => JSON.parse(p.provider.log_since(0)).length > before);
+    assert.equal(await holding(5), true);
+    await request(`${p.url}/release`, { method: 'POST', body: { action: 5 } });
+    assert.deepEqual(await lookup, answer(JSON.parse(bare.lookup(1, 'k3'))));
+    assert.deepEqual(await request(`${p.url}/lookup?key=k3&action=5`), answer(JSON.parse(bare.lookup(1, 'k3'))), 'not held');
+    for (const [path, body] of [['/hold', { action: -1 }], ['/release', { action: 'x' }], ['/hold', []]]) {
+      assert.equal((await request(`${p.url}${path}`, { method: 'POST', body })).status, 400, path);
+    }
+    assert.equal((await request(`${p.url}/holding`)).status, 400);
+  } finally {
+    await p.close();
+  }
+});

@@ -1,8 +1,8 @@
 # ./lab real end to end (www/real/run.py), small: its own cluster, the provider, the
 # receiver and four workers, with SIGKILLs and a database crash. The reference
 # passes every row, in five more runs too; a resend without a lookup, a new key per
-# attempt, an attempt counted after the send and a claim that takes live leases each
-# fail the row that names it.
+# attempt, an attempt counted after the send, a missing epoch fence and a claim that
+# takes live leases each fail the row that names it.
 # Each run
 # leaves no process and no folder behind. (A run with kills takes at least one lease,
 # 30 s: a killed worker's claim is taken over only once it runs out.)
@@ -63,10 +63,13 @@ def _mutant(name):
 # run has more kills than the small one (measured with these arguments: 4, 5 and
 # 5 such sends in three runs, about 39 s each).
 MORE_KILLS = ["--actions", "200", "--kills", "40", "--workers", "4", "--freezes", "0", "--seed", "3"]
-# A missing epoch fence is not here: it shows only when a worker frozen past its
-# lease wakes after another took its action over, which four freezes gave in 3 of
-# 4 runs measured (www/real/README.md), so its verdict can flip; a test of it needs
-# a run that makes that moment certain.
+# A missing epoch fence shows when a zombie writes after another worker took its
+# action over. The run makes that moment certain: after the database's crash, it has
+# the provider hold back the answer to a worker's request for the action it holds,
+# freezes the worker while it waits for it (outside a transaction, nothing of its
+# own on the wire), and wakes it once another worker has claimed that action
+# (run.py's start_freeze, step_freeze, taken_over).
+FREEZE = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "1", "--seed", "13"]
 
 
 @pytest.mark.parametrize("name, row, args", [
@@ -80,6 +83,22 @@ def test_a_wrong_solution_fails_its_named_row(tmp_path, name, row, args):
     r = real(str(wrong), *args)
     assert r.returncode == 1, r.stdout + r.stderr[-2000:]
     assert row in r.stdout, r.stdout
+
+
+# Measured with FREEZE and seeds 13 to 16: one zombie and 1 such write in each run;
+# the reference's zombies write nothing (test_the_reference_passes_five_runs_in_a_row).
+def test_a_missing_epoch_fence_fails_the_row_of_writes_by_a_worker_that_no_longer_held_it(tmp_path):
+    wrong = tmp_path / "no-epoch-fence.py"
+    wrong.write_text(_mutant("no-epoch-fence"))
+    r = real(str(wrong), *FREEZE, "--format", "json")
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["chaos"]["freezes"] == 1 and report["chaos"]["zombies"] == 1, report["chaos"]
+    rows = {row["name"]: row for row in report["chaos"]["rows"]}
+    zombie = rows["writes to an action by a worker that no longer held it"]
+    assert zombie["value"] >= 1 and not zombie["ok"], zombie
+    # The provider replays the same key for the zombie: its own rows cannot tell.
+    assert rows["actions with exactly one message sent"]["ok"], rows
 
 
 # A claim that also takes an action still under its first owner's lease takes a job
@@ -108,7 +127,7 @@ def test_a_claim_that_takes_live_leases_fails_the_healthy_worker_row(tmp_path):
 # of its own (other kill moments, other stores), two at a time, all pass. Tiny runs:
 # the leases of killed workers (30 s) are most of a run's time.
 def test_the_reference_passes_five_runs_in_a_row():
-    tiny = ["--actions", "60", "--kills", "8", "--workers", "3", "--freezes", "1", "--format", "json"]
+    tiny = ["--actions", "100", "--kills", "8", "--workers", "3", "--freezes", "1", "--format", "json"]
     seeds = [101, 102, 103, 104, 105]
     reports = []
     for pair in (seeds[0:2], seeds[2:4], seeds[4:]):
@@ -120,6 +139,8 @@ def test_the_reference_passes_five_runs_in_a_row():
             reports.append(json.loads(out.strip().splitlines()[-1]))
     assert [r["seed"] for r in reports] == seeds
     assert all(r["passed"] and r["chaos"]["db_restarts"] == 1 for r in reports)
+    # Each run's freeze made a zombie (woken after a takeover), and it wrote nothing.
+    assert [r["chaos"]["zombies"] for r in reports] == [1] * 5, [r["chaos"] for r in reports]
     procs = subprocess.run(["pgrep", "-f", f"{REAL}/(fair_worker|worker|receiver|provider)"], capture_output=True, text=True)
     assert not procs.stdout.strip(), f"the runs left processes: {procs.stdout}"
 
