@@ -32,11 +32,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STORES = 100
 WORKERS = 12
 LOAD_S = 10.0             # arrivals over this much real time, per load
-PER_STORE_PER_S = 0.2     # each store's arrivals per second (Poisson)
+PER_STORE_PER_S = 1.3     # each store's arrivals per second (Poisson)
 NOISY_FACTOR = 10
 BULK_AT_S = 2.0           # in the bulk load, the noisy store's whole share arrives here
-SERVICE_MS = (100, 400)   # a worker's time on one action (uniform): ~42% busy
+SERVICE_MS = (20, 80)     # a worker's time on one action (uniform): ~54% busy
 MAX_RATIO = 1.10
+ROLE = "fair"             # the fairness workers' database role
+WARM_UP_S = 2.0           # a load before the measured ones, not counted
 DRAIN_TIMEOUT_S = 60
 LOADS = ("every store equal", "one store 10x, steady", "one store 10x, all at once")
 CLAIMS = ("yours", "fifo")
@@ -78,20 +80,25 @@ class Fairness:
     """The six passes (three loads, two claims) on `dsn`; `procs` is the run's list
     of child processes, so Ctrl+C ends the fairness workers too."""
 
-    def __init__(self, dsn, solution, seed, procs, load_s=LOAD_S):
-        self.dsn, self.solution, self.seed, self.procs, self.load_s = dsn, solution, seed, procs, load_s
+    def __init__(self, cluster, solution, jail, seed, procs, load_s=LOAD_S):
+        self.dsn, self.solution, self.jail, self.seed, self.procs, self.load_s = (
+            cluster.dsn, solution, jail, seed, procs, load_s)
+        # The workers run the learner's claim: a login role of the learner's, like
+        # the chaos run's workers (pg.create_audit), never the cluster's superuser.
+        self.worker_dsn = cluster.dsn_as(ROLE)
 
-    def one_load(self, claim, load):
-        arr = arrivals(self.seed, load, self.load_s)
+    def one_load(self, claim, load, load_s=None):
+        arr = arrivals(self.seed, load, load_s or self.load_s)
         with psycopg.connect(self.dsn, autocommit=True) as admin:
             admin.execute("TRUNCATE actions, stores, outbox, webhook_events")
             admin.execute("DROP TABLE IF EXISTS fair_done")
             admin.execute("CREATE TABLE fair_done (action_id INTEGER PRIMARY KEY, done_ms INTEGER NOT NULL)")
+            admin.execute("GRANT SELECT, INSERT ON fair_done TO learner")
             admin.cursor().executemany("INSERT INTO stores (store, last_served_ms) VALUES (%s, 0)",
                                        [(store_name(s),) for s in range(STORES)])
         workers = [subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "fair_worker.py"), "--solution", self.solution, "--dsn", self.dsn,
-             "--name", f"f{i}", "--claim", claim],
+            self.jail.argv([sys.executable, os.path.join(HERE, "fair_worker.py"), "--solution", self.solution,
+                            "--dsn", self.worker_dsn, "--name", f"f{i}", "--claim", claim]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i in range(WORKERS)]
         self.procs.extend(workers)
@@ -155,19 +162,45 @@ class Fairness:
                     time.sleep(max(0.0, min(0.005, (arr[i][0] - (time.monotonic() - t0) * 1000) / 1000)))
 
     def go(self):
-        rows = []
         started = time.monotonic()
+        # The scheduler, not the disk: with every commit waiting for its WAL flush,
+        # an occasional slow flush stalls all of them at once and swamps the
+        # difference measured (the challenge's own note). The chaos run is over, and
+        # nothing here crashes, so the cluster stops waiting from now on.
+        with psycopg.connect(self.dsn, autocommit=True) as admin:
+            admin.execute("ALTER SYSTEM SET synchronous_commit = off")
+            admin.execute("SELECT pg_reload_conf()")
+        # A short load first, not counted: the first load after the chaos run
+        # measured up to 1.6x slower than the same load again (caches, the chaos
+        # run's dead rows), and it was the baseline every ratio is read against.
+        self.one_load(CLAIMS[0], LOADS[0], WARM_UP_S)
+        rows = []
         for claim in CLAIMS:
-            base = None
-            for load in LOADS:
-                p, n = self.one_load(claim, load)
-                base = base or max(p, 1)
-                ratio = round(p / base, 2)
-                ok = ratio <= MAX_RATIO
-                rows.append({"load": load, "claim": claim, "p95_ms": p, "ratio": ratio, "ok": ok,
-                             "graded": claim == "yours", "actions": n})
-        return {"rows": rows, "max_ratio": MAX_RATIO, "workers": WORKERS, "load_s": self.load_s, "seconds": round(time.monotonic() - started, 1),
+            graded = claim == "yours"
+            got = self.one_round(claim, 1)
+            # Real time on a shared machine moves a p95 by several per cent; a
+            # graded row that fails is measured once more (baseline and loads,
+            # all three), and each load keeps its better round. A scheduler that is
+            # not fair fails both (FIFO's bulk load measured 4x to 7x here).
+            rounds = 1
+            if graded and not all(r["ok"] for r in got):
+                rounds = 2
+                got = [min(a, b, key=lambda r: r["ratio"]) for a, b in zip(got, self.one_round(claim, 2))]
+            rows += [{**r, "claim": claim, "graded": graded, "rounds": rounds} for r in got]
+        return {"rows": rows, "max_ratio": MAX_RATIO, "workers": WORKERS, "load_s": self.load_s,
+                "seconds": round(time.monotonic() - started, 1),
                 "passed": all(r["ok"] for r in rows if r["graded"])}
+
+    def one_round(self, claim, number):
+        """The three loads with `claim`, each against this round's baseline."""
+        out, base = [], None
+        for load in LOADS:
+            p, n = self.one_load(claim, load)
+            base = base or max(p, 1)
+            ratio = round(p / base, 2)
+            out.append({"load": load, "p95_ms": p, "base_p95_ms": base, "ratio": ratio, "ok": ratio <= MAX_RATIO,
+                        "actions": n, "round": number})
+        return out
 
 
 class FairnessError(RuntimeError):
@@ -183,6 +216,9 @@ def text(f):
         y, q = by[(load, "yours")], by[(load, "fifo")]
         out.append(f"{load:<28} {y['p95_ms']:>6} ms {y['ratio']:>5.2f}x {'ok  ' if y['ok'] else 'FAIL'}"
                    f" {q['p95_ms']:>8} ms {q['ratio']:>5.2f}x")
+    if any(r["rounds"] == 2 for r in f["rows"] if r["graded"]):
+        out += ["", "Your claim failed a load in the first round and was measured again; each load shows its "
+                "better round."]
     out += ["", f"Your claim must keep the other stores' p95 within {round((MAX_RATIO - 1) * 100)}% of its own "
             "every-store-equal run."]
     return "\n".join(out)

@@ -91,20 +91,27 @@ class Cluster:
         self.root = tempfile.mkdtemp(prefix="delivery-lab-pg-", dir=parent)
         self.data = os.path.join(self.root, "data")
         self.log = os.path.join(self.root, "server.log")
+        # The sockets, in a folder of their own: the run's sandbox sees this folder
+        # (a bound socket file would go stale when the server restarts and makes
+        # its socket again) and nothing else of the cluster's.
+        self.sockets = os.path.join(self.root, "sockets")
+        os.mkdir(self.sockets)
         self._as = []
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
-            os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
+            for d in (self.root, self.sockets):
+                os.chown(d, nobody.pw_uid, nobody.pw_gid)
             self._as = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
         os.chmod(self.root, 0o755)
-        self.dsn = f"host={self.root} port=5432 dbname={DATABASE} user={USER}"
+        os.chmod(self.sockets, 0o755)
+        self.dsn = f"host={self.sockets} port=5432 dbname={DATABASE} user={USER}"
         try:
             self._run("initdb", "-D", self.data, "-U", USER, "--auth=trust", "-E", "UTF8",
                       "--no-instructions", "--no-sync")
             with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
                 conf.write(
                     "\n# delivery-lab's real run: a socket in the cluster's own folder, no TCP.\n"
-                    f"listen_addresses = ''\nunix_socket_directories = '{self.root}'\n"
+                    f"listen_addresses = ''\nunix_socket_directories = '{self.sockets}'\n"
                     "fsync = on\nsynchronous_commit = on\nmax_connections = 50\n"
                     "shared_buffers = 32MB\nlog_min_messages = warning\n")
         except BaseException:

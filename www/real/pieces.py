@@ -7,6 +7,7 @@ provider over HTTP (www/real/provider.mjs). The objects behave as the browser la
 import http.client
 import importlib.util
 import json
+import socket
 import time
 import urllib.parse
 
@@ -65,6 +66,19 @@ class Clock:
         return int((time.monotonic() - self.t0) * 1000)
 
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client's own HTTP, over a Unix socket."""
+
+    def __init__(self, path, timeout):
+        super().__init__("provider", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
+
+
 class HttpProvider:
     """`send(key, phone, body)` and `lookup(key)` over HTTP, answering the lab's
     dicts; no answer within PROVIDER_TIMEOUT_S (or no connection) is a timeout.
@@ -73,12 +87,17 @@ class HttpProvider:
     can hold back the answer to a request for it (provider.mjs's /hold)."""
 
     def __init__(self, url, action=None):
-        u = urllib.parse.urlsplit(url)
-        self.host, self.port = u.hostname, u.port
+        # "unix:PATH": the provider's socket for sandboxed workers, which have no
+        # network (provider.mjs's learnerSocket); else an http:// URL on loopback.
+        if url.startswith("unix:"):
+            self.connect = lambda: _UnixHTTPConnection(url[len("unix:"):], timeout=PROVIDER_TIMEOUT_S)
+        else:
+            u = urllib.parse.urlsplit(url)
+            self.connect = lambda: http.client.HTTPConnection(u.hostname, u.port, timeout=PROVIDER_TIMEOUT_S)
         self.action = action
 
     def _ask(self, method, path, body=None):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=PROVIDER_TIMEOUT_S)
+        conn = self.connect()
         try:
             headers = {"Content-Type": "application/json"} if body is not None else {}
             conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)

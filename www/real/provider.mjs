@@ -12,7 +12,8 @@
 //        connection is held for holdMs, then closed, as a provider that hangs.
 //   POST /hold {"action": 17}   the answer to the next request for action 17 (a send,
 //                 or a lookup given &action=17) waits for POST /release {"action": 17};
-//                 GET /holding?action=17 says whether one waits now. The request
+//                 GET /holding?action=17 says whether one waits now (its client still
+//                 connected). The request
 //                 itself is taken and logged as usual: only its answer is slow, as on
 //                 a slow network. The run freezes a worker while it waits so (run.py).
 //   GET  /log     the provider's own log (JSON array); POST /tally {"actions": [...]}
@@ -42,8 +43,13 @@ const TEXT_FIELDS = ['key', 'phone', 'body'];
  * @param {number} [o.tickMs]        how often due webhooks are looked for (default 20; 0: only by tick())
  * @param {number} [o.retryMs]       how soon a webhook the receiver refused goes again (default 200)
  * @param {string} [o.logFile]       the log as JSON lines, appended as it grows
+ * @param {string} [o.learnerSocket] a Unix socket to serve the learner's API on too
+ *                                   (POST /send and GET /lookup only): the real run's
+ *                                   sandboxed workers have no network
+ * @param {string} [o.webhookSocket] post webhooks to POST /webhook on this Unix socket
+ *                                   instead of webhookUrl (a sandboxed receiver's)
  */
-export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, tickMs = 20, retryMs = 200, logFile } = {}) {
+export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, tickMs = 20, retryMs = 200, logFile, learnerSocket, webhookSocket } = {}) {
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error('startProvider: seed must be a whole number from 0 to 2^32 - 1');
   const pkg = await loadGrader();
   const provider = new pkg.CourierProvider(seed);
@@ -78,8 +84,11 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     const a = JSON.parse(text);
     flushLog();
     const deliver = () => (a.answer === 'timeout' ? hang(req) : reply(res, 200, a));
-    if (holds.has(action) && holds.get(action) === null) holds.set(action, deliver);
-    else deliver();
+    if (holds.has(action) && holds.get(action) === null) {
+      holds.set(action, deliver);
+      // A client that gave up waiting is no longer held: /holding says so.
+      req.socket.once('close', () => { if (holds.get(action) === deliver) holds.set(action, 'gone'); });
+    } else deliver();
   };
   const actionOf = (v) => (Number.isSafeInteger(v) && v >= 0 ? v : undefined);
   const actionParam = (url) => {
@@ -135,7 +144,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
         // An answer already held goes out either way: a new hold starts afresh.
         const waiting = holds.get(action);
         holds.delete(action);
-        if (waiting) waiting();
+        if (typeof waiting === 'function') waiting();
         if (url.pathname === '/hold') holds.set(action, null);
         reply(res, 200, { ok: true });
       }, res);
@@ -160,22 +169,35 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally, POST /hold, POST /release, GET /holding?action=' });
   }
 
-  const server = http.createServer((req, res) => {
-    try { route(req, res); } catch (e) {
+  const serve = (learnerOnly) => (req, res) => {
+    try {
+      // The learner's code reaches only the provider's own API: holds, the log
+      // and the tally are the run's (on loopback, which a sandbox cannot reach).
+      if (learnerOnly && !['/send', '/lookup'].includes(new URL(req.url, 'http://provider').pathname)) {
+        req.resume();
+        return reply(res, 404, { error: 'POST /send, GET /lookup?key=' });
+      }
+      route(req, res);
+    } catch (e) {
       // Our fault, never the client's: said, and the server goes on.
       if (!res.headersSent) reply(res, 500, { error: String(e?.message ?? e) });
     }
-  });
+  };
+  const server = http.createServer(serve(false));
   server.on('clientError', (_, socket) => socket.destroy());
+  const learnerServer = learnerSocket ? http.createServer(serve(true)) : null;
+  learnerServer?.on('clientError', (_, socket) => socket.destroy());
 
   // Webhooks, one at a time in due order; one the receiver did not take goes again.
   const outbox = [];
   const undelivered = () => provider.pending_webhooks() + outbox.length;
   let sending = false;
+  const hookTarget = webhookSocket ? { socketPath: webhookSocket, path: '/webhook' } : webhookUrl;
   function post(hook) {
     return new Promise((resolve) => {
       const body = JSON.stringify({ event_id: hook.event_id, key: hook.key, message_id: hook.message_id, status: hook.status });
-      const req = http.request(webhookUrl, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }, timeout: 5000 }, (res) => {
+      const opts = { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }, timeout: 5000 };
+      const req = http.request(...(typeof hookTarget === 'string' ? [hookTarget, opts] : [{ ...hookTarget, ...opts }]), (res) => {
         res.resume();
         resolve(res.statusCode >= 200 && res.statusCode < 300);
       });
@@ -185,7 +207,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     });
   }
   async function drain() {
-    if (sending || !webhookUrl) return;
+    if (sending || !hookTarget) return;
     sending = true;
     try {
       while (outbox.length && !closed) {
@@ -210,6 +232,13 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     server.once('error', reject);
     server.listen(0, '127.0.0.1', resolve);
   });
+  if (learnerServer) {
+    await new Promise((resolve, reject) => {
+      learnerServer.once('error', reject);
+      // Any uid may connect: the sandbox runs as nobody.
+      learnerServer.listen({ path: learnerSocket, readableAll: true, writableAll: true }, resolve);
+    });
+  }
   const { port } = server.address();
   return {
     url: `http://127.0.0.1:${port}`,
@@ -225,15 +254,16 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
       if (ticker) clearInterval(ticker);
       for (const s of held) s.destroy();
       flushLog();
-      const done = new Promise((resolve) => server.close(() => resolve()));
+      const done = Promise.all([server, learnerServer].filter(Boolean).map((srv) => new Promise((resolve) => srv.close(() => resolve()))));
       server.closeAllConnections();
+      learnerServer?.closeAllConnections();
       return done;
     },
   };
 }
 
 // As a process of the real run:
-//   node provider.mjs --seed N --webhook URL [--log FILE]
+//   node provider.mjs --seed N (--webhook URL | --webhook-socket PATH) [--socket PATH] [--log FILE]
 // prints its URL on the first line; SIGTERM or SIGINT closes it (the log file kept).
 if (process.argv[1] && new URL(import.meta.url).pathname === (await import('node:path')).resolve(process.argv[1])) {
   const arg = (name) => {
@@ -242,10 +272,10 @@ if (process.argv[1] && new URL(import.meta.url).pathname === (await import('node
   };
   const seed = Number(arg('--seed'));
   if (!Number.isInteger(seed) || seed < 0) {
-    console.error('usage: node provider.mjs --seed N --webhook URL [--log FILE]');
+    console.error('usage: node provider.mjs --seed N (--webhook URL | --webhook-socket PATH) [--socket PATH] [--log FILE]');
     process.exit(2);
   }
-  const p = await startProvider({ seed, webhookUrl: arg('--webhook'), logFile: arg('--log') });
+  const p = await startProvider({ seed, webhookUrl: arg('--webhook'), webhookSocket: arg('--webhook-socket'), learnerSocket: arg('--socket'), logFile: arg('--log') });
   console.log(p.url);
   const stop = () => p.close().then(() => process.exit(0));
   process.once('SIGTERM', stop);

@@ -1,18 +1,20 @@
-"""The webhook receiver of the courier lab's real run: an HTTP server on loopback
-that hands each webhook the provider posts to the learner's on_webhook, on the
-run's PostgreSQL.
+"""The webhook receiver of the courier lab's real run: an HTTP server that hands
+each webhook the provider posts to the learner's on_webhook, on the run's
+PostgreSQL; on loopback, or on a Unix socket the run made and hands it (the run's
+own receiver is sandboxed, with no network).
 
-    python receiver.py --solution FILE --dsn DSN
+    python receiver.py --solution FILE --dsn DSN [--listen-fd N]
 
-Prints its URL on the first line of stdout. A webhook that on_webhook raises on
-(the database restarting, say) is answered 500, so the provider sends it again;
-taken, it is answered 204. SIGTERM ends it.
+Prints its URL on the first line of stdout (or "listening", with --listen-fd). A
+webhook that on_webhook raises on (the database restarting, say) is answered 500,
+so the provider sends it again; taken, it is answered 204. SIGTERM ends it.
 """
 
 import argparse
 import http.server
 import json
 import signal
+import socket
 import sys
 import traceback
 
@@ -57,16 +59,39 @@ def make_handler(solution, db):
     return Handler
 
 
+class UnixHTTPServer(http.server.HTTPServer):
+    """http.server on a listening Unix socket it is handed (the run made it, in its
+    own folder, where the provider posts; the sandbox cannot create one there)."""
+
+    address_family = socket.AF_UNIX
+
+    def __init__(self, fd, handler):
+        super().__init__(None, handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = socket.socket(fileno=fd)
+
+    def get_request(self):
+        conn, _ = self.socket.accept()
+        return conn, ("unix", 0)  # BaseHTTPRequestHandler reads a (host, port)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--solution", required=True)
     p.add_argument("--dsn", required=True)
+    p.add_argument("--listen-fd", type=int,
+                   help="serve on this inherited, listening Unix socket (the run's, when sandboxed: no network)")
     a = p.parse_args(argv)
     solution = pieces.load_solution(a.solution)
     db = labdb.Connection(a.dsn)
-    server = http.server.HTTPServer(("127.0.0.1", 0), make_handler(solution, db))
+    if a.listen_fd is None:
+        server = http.server.HTTPServer(("127.0.0.1", 0), make_handler(solution, db))
+        url = f"http://127.0.0.1:{server.server_address[1]}/webhook"
+    else:
+        server = UnixHTTPServer(a.listen_fd, make_handler(solution, db))
+        url = "listening"
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    print(f"http://127.0.0.1:{server.server_address[1]}/webhook", flush=True)
+    print(url, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

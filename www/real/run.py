@@ -21,8 +21,11 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -30,17 +33,19 @@ import urllib.request
 import psycopg
 
 import fairness
+import jail
 import pg
+import pieces
 from worker import EXIT_DB_UNAVAILABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
 RECEIVER = "receiver"      # the webhook receiver's database role; each worker's is its name
 # A claim is "from a healthy worker" when the lease it took had this much left or
 # more by the database's clock: the claim's own statement and the two clocks (the
 # workers' monotonic one, the server's wall clock) may differ by a few ms.
 LEASE_SLACK_MS = 250
 STORES = 100
-LEASE_MS = 30_000          # lab.md's cfg.lease_ms: a freeze past it makes a zombie
 # A frozen worker wakes as soon as another worker has taken its action over, or
 # this long after its lease ran out if none did (the freeze then made no zombie).
 FREEZE_GIVE_UP_S = 20
@@ -86,6 +91,16 @@ def worker_name(i):
     return f"w{i}"
 
 
+def readable_copy(path, folder):
+    """`path` copied into a new `folder` that the sandbox's user (nobody, under
+    root) can read, wherever the original was; the copy's path."""
+    os.mkdir(folder)
+    os.chmod(folder, 0o755)
+    copy = shutil.copy(path, os.path.join(folder, "solution.py"))
+    os.chmod(copy, 0o644)
+    return copy
+
+
 class Worker:
     """One worker process, restarted when it ends: `crashes_db_up` counts the ends
     that were crashes of the learner's code (not of the database)."""
@@ -101,17 +116,30 @@ class Worker:
 
     def start(self):
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "worker.py"), "--solution", self.run.solution,
-             "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.provider_url, "--name", self.name,
-             "--t0", repr(self.run.t0)],
+            self.run.jail.argv([sys.executable, WORKER, "--solution", self.run.solution,
+                                "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.learner_provider,
+                                "--name", self.name, "--t0", repr(self.run.t0), "--lease-ms", str(self.run.lease_ms)]),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # The run's clock when it started: a claim it makes leases past this plus a
         # lease, unlike one its killed predecessor (the same role) left behind.
         self.started_ms = (time.monotonic() - self.run.t0) * 1000
         self.frozen = None
 
+    def signal(self, sig):
+        """`sig` to the worker's own process (inside the sandbox, when there is one:
+        stopping the sandbox's bubblewrap would not stop it); False when it is not
+        there (yet)."""
+        pid = jail.inner_pid(self.proc.pid, WORKER) if self.run.jail.on else self.proc.pid
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
     def kill(self):
-        self.proc.kill()
+        jail.kill_tree(self.proc)
         self.proc.wait()
         self.proc.stderr.close()
         self.start()
@@ -132,13 +160,15 @@ class Worker:
 
     def stop(self):
         if self.proc.poll() is None and self.frozen is not None:
-            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot end on SIGTERM
+            self.signal(signal.SIGCONT)  # a stopped process cannot end on SIGTERM
         stop_all([self.proc])
 
 
 class Run:
-    def __init__(self, solution, seed, actions, kills, workers, freezes):
-        self.solution, self.seed, self.actions, self.kills, self.n_workers = solution, seed, actions, kills, workers
+    def __init__(self, solution, seed, actions, kills, workers, freezes, sandbox=True, lease_ms=pieces.Cfg().lease_ms):
+        self.source, self.seed, self.actions, self.kills, self.n_workers = solution, seed, actions, kills, workers
+        self.lease_ms = lease_ms  # the workers' cfg.lease_ms: a freeze past it makes a zombie
+        self.sandbox = sandbox
         self.freezes = freezes
         self.rng = random.Random(seed)
         self.cluster = None
@@ -155,20 +185,36 @@ class Run:
         # The run's clock starts here, for the workers (monotonic) and for the
         # database's record of the claims (wall clock, read at the same moment).
         self.t0, t0_wall = time.monotonic(), time.time()
-        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER], t0_wall)
-        receiver = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution,
-             "--dsn", self.cluster.dsn_as(RECEIVER)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER, fairness.ROLE], t0_wall)
+        # The learner's code sees the run's sockets and its own file, nothing else
+        # of the run's (not the provider's log, not the cluster's files).
+        learner = os.path.join(self.cluster.root, "learner")
+        self.solution = readable_copy(self.source, learner)
+        self.jail = jail.Jail([learner, self.cluster.sockets], use=self.sandbox)
+        # The receiver's socket is made here and handed to it: the sandbox cannot
+        # make one where the provider, outside, can reach it.
+        hooks = os.path.join(self.cluster.sockets, "receiver.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(hooks)
+            listener.listen(64)
+            receiver = subprocess.Popen(
+                self.jail.argv([sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution,
+                                "--dsn", self.cluster.dsn_as(RECEIVER), "--listen-fd", str(listener.fileno())]),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                pass_fds=[listener.fileno()])
         self.procs.append(receiver)
-        hook_url = first_line(receiver, "the webhook receiver")
+        first_line(receiver, "the webhook receiver")
         self.log_file = os.path.join(self.cluster.root, "provider.log")
+        # The provider: the run's own calls (holds, the log, the tally) on loopback,
+        # which the sandbox cannot reach; the learner's (send, lookup) on a socket.
+        learner_socket = os.path.join(self.cluster.sockets, "provider.sock")
         provider = subprocess.Popen(
-            ["node", os.path.join(HERE, "provider.mjs"), "--seed", str(self.seed), "--webhook", hook_url,
-             "--log", self.log_file],
+            ["node", os.path.join(HERE, "provider.mjs"), "--seed", str(self.seed), "--webhook-socket", hooks,
+             "--socket", learner_socket, "--log", self.log_file],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(provider)
         self.provider_url = first_line(provider, "the provider")
+        self.learner_provider = f"unix:{learner_socket}"
         self.enqueue()
         self.workers = [Worker(self, worker_name(i)) for i in range(self.n_workers)]
 
@@ -187,6 +233,8 @@ class Run:
         stop_all(self.procs)
         if self.cluster:
             self.cluster.close()
+            # Whatever a kill at a sandbox's start left orphaned names the run's folder.
+            jail.sweep(self.cluster.root)
 
     # -- the chaos ----------------------------------------------------------
 
@@ -268,7 +316,7 @@ class Run:
                                  "AND owner = ANY(%s) ORDER BY id", (list(by_name),)).fetchall()
         except psycopg.OperationalError:
             return False
-        held = [(by_name[o], a, e) for o, a, e, until in rows if until > by_name[o].started_ms + LEASE_MS]
+        held = [(by_name[o], a, e) for o, a, e, until in rows if until > by_name[o].started_ms + self.lease_ms]
         if not held:
             return False
         w, action, epoch = self.rng.choice(held)
@@ -285,15 +333,17 @@ class Run:
         which would keep the action's row locked) the hold is let go."""
         h = w.hold
         alive = w.proc.pid == h["pid"] and w.proc.poll() is None
-        if alive and http_json(f"{self.provider_url}/holding?action={h['action']}")["holding"]:
-            w.proc.send_signal(signal.SIGSTOP)
-            if not self.in_transaction(w):
+        holding = lambda: http_json(f"{self.provider_url}/holding?action={h['action']}")["holding"]  # noqa: E731
+        # Asked again once stopped: a worker whose wait ran out (its client's 1 s)
+        # has moved on, to anywhere in its code.
+        if alive and holding() and w.signal(signal.SIGSTOP):
+            if holding() and not self.in_transaction(w):
                 w.hold = None
-                w.frozen = {**h, "give_up": time.monotonic() + LEASE_MS / 1000 + FREEZE_GIVE_UP_S}
+                w.frozen = {**h, "give_up": time.monotonic() + self.lease_ms / 1000 + FREEZE_GIVE_UP_S}
                 self.done["freezes"] += 1
                 self.next_freeze = time.monotonic() + self.rng.uniform(1.0, 5.0)
                 return
-            w.proc.send_signal(signal.SIGCONT)
+            w.signal(signal.SIGCONT)
         elif alive and time.monotonic() < h["until"] and self.still_holds(w, h["action"], h["epoch"]):
             return
         http_json(f"{self.provider_url}/release", {"action": h["action"]})
@@ -337,7 +387,7 @@ class Run:
         """The held answer goes out (as from a very slow network), and `w` wakes:
         a zombie, when its action was taken over meanwhile."""
         http_json(f"{self.provider_url}/release", {"action": w.frozen["action"]})
-        w.proc.send_signal(signal.SIGCONT)
+        w.signal(signal.SIGCONT)
         w.frozen = None
 
     # -- the table ------------------------------------------------------------
@@ -379,6 +429,7 @@ class Run:
         return {
             "lab": "courier", "mode": "real", "seed": self.seed,
             "passed": drained and all(r["ok"] for r in rows),
+            "sandbox": {"on": self.jail.on, **({} if self.jail.on else {"why_not": self.jail.problem})},
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"],
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
@@ -390,6 +441,9 @@ def text(report, replay):
     c = report["chaos"]
     out = [f"courier, real run: seed {report['seed']}; {c['kills']} kills, {c['freezes']} freezes past the lease, "
            f"{c['zombies']} of them woken after a takeover, {c['db_restarts']} database crash; {c['seconds']} s" + ("" if c["drained"] else "; did NOT drain"), ""]
+    sb = report["sandbox"]
+    out += ["Your code ran in ./lab grade's sandbox (no network, a read-only view of its own files)." if sb["on"]
+            else f"Your code ran as plain processes, NOT sandboxed: {sb['why_not']}", ""]
     for r in c["rows"]:
         out.append(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']} (must be {r['must']})")
     if "crash" in c:
@@ -404,7 +458,9 @@ def text(report, replay):
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog="./lab real", description="The courier challenge on real parts: PostgreSQL, worker processes, "
-        "SIGKILLs, a database crash. Your code runs as real processes on this machine.")
+        "SIGKILLs, a database crash. Your code runs as real processes on this machine, inside ./lab grade's "
+        "sandbox (bubblewrap: no network, a read-only view of its own files) where that works here; the "
+        "report says whether it did.")
     p.add_argument("file")
     p.add_argument("--seed", type=int, default=1042)
     p.add_argument("--actions", type=int, default=2000)
@@ -413,7 +469,12 @@ def main(argv=None):
     p.add_argument("--freezes", type=int, default=2,
                    help="zombies to make: a worker frozen (SIGSTOP) while it holds an action, woken once another "
                    "worker has taken that action over (default 2)")
+    p.add_argument("--lease-s", type=int, default=pieces.Cfg().lease_ms // 1000,
+                   help="cfg.lease_ms given to your pieces, in seconds (default: lab.md's); a killed worker's "
+                   "action waits this long, so a short lease makes a short run")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run your code as plain processes, outside the sandbox (for debugging it)")
     p.add_argument("--fairness", action="store_true",
                    help="after the chaos run, the fairness benchmark in real time (about 80 s)")
     p.add_argument("--fairness-load-s", type=float, default=fairness.LOAD_S,
@@ -429,6 +490,9 @@ def main(argv=None):
     if a.kills < 0 or a.freezes < 0 or a.seed < 0:
         print("./lab real: --seed, --kills and --freezes must not be negative", file=sys.stderr)
         return 2
+    if not 2 <= a.lease_s <= 600:
+        print("./lab real: --lease-s must be between 2 and 600", file=sys.stderr)
+        return 2
     if not 1 <= a.fairness_load_s <= 60:
         print("./lab real: --fairness-load-s must be between 1 and 60", file=sys.stderr)
         return 2
@@ -436,14 +500,20 @@ def main(argv=None):
         print(f"./lab real: no file {a.file}", file=sys.stderr)
         return 2
     solution = os.path.abspath(a.file)
-    check = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), "--check", "--solution", solution],
-                           capture_output=True, text=True, timeout=60)
+    with tempfile.TemporaryDirectory(prefix="delivery-lab-check-") as tmp:
+        os.chmod(tmp, 0o755)
+        folder = os.path.join(tmp, "learner")
+        copy = readable_copy(solution, folder)
+        check = subprocess.run(jail.Jail([folder], use=not a.no_sandbox).argv(
+            [sys.executable, WORKER, "--check", "--solution", copy]), capture_output=True, text=True, timeout=60)
     if check.returncode != 0:
         print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
         return 2
     replay = (f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} "
-              f"--freezes {a.freezes}{f' --fairness --fairness-load-s {a.fairness_load_s:g}' if a.fairness else ''} {a.file}")
-    run = Run(solution, a.seed, a.actions, a.kills, a.workers, a.freezes)
+              f"--freezes {a.freezes}{f' --lease-s {a.lease_s}' if a.lease_s != p.get_default('lease_s') else ''}"
+              f"{' --no-sandbox' if a.no_sandbox else ''}{f' --fairness --fairness-load-s {a.fairness_load_s:g}' if a.fairness else ''} {a.file}")
+    run = Run(solution, a.seed, a.actions, a.kills, a.workers, a.freezes, sandbox=not a.no_sandbox,
+              lease_ms=a.lease_s * 1000)
     # Ctrl+C and SIGTERM end the run: every process and the cluster go first.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -453,7 +523,7 @@ def main(argv=None):
             for w in run.workers:
                 w.stop()
             try:
-                fair = fairness.Fairness(run.cluster.dsn, solution, a.seed, run.procs, a.fairness_load_s).go()
+                fair = fairness.Fairness(run.cluster, run.solution, run.jail, a.seed, run.procs, a.fairness_load_s).go()
             except fairness.FairnessError as e:
                 fair = {"rows": [], "passed": False, "error": str(e)}
             report["fairness"] = fair

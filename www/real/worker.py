@@ -80,6 +80,7 @@ def main(argv=None):
     p.add_argument("--provider", required=not ("--check" in (argv or sys.argv)))
     p.add_argument("--name", required=not ("--check" in (argv or sys.argv)))
     p.add_argument("--t0", required=not ("--check" in (argv or sys.argv)), type=float)
+    p.add_argument("--lease-ms", type=int, default=pieces.Cfg().lease_ms, help="cfg.lease_ms (default: lab.md's)")
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     solution = pieces.load_solution(a.solution)
@@ -87,7 +88,7 @@ def main(argv=None):
         return 0
     db = labdb.Connection(a.dsn)
     try:
-        run(solution, db, a.provider, a.name, pieces.Clock(a.t0), pieces.Cfg())
+        run(solution, db, a.provider, a.name, pieces.Clock(a.t0), pieces.Cfg(lease_ms=a.lease_ms))
     except Stop:
         return 0
     except labdb.DatabaseUnavailable as e:

@@ -179,6 +179,19 @@ test('a hold takes and logs the request at once and keeps its answer until relea
     await request(`${p.url}/release`, { method: 'POST', body: { action: 5 } });
     assert.deepEqual(await lookup, answer(JSON.parse(bare.lookup(1, 'k3'))));
     assert.deepEqual(await request(`${p.url}/lookup?key=k3&action=5`), answer(JSON.parse(bare.lookup(1, 'k3'))), 'not held');
+    // A client that gives up waiting is held no more.
+    await request(`${p.url}/hold`, { method: 'POST', body: { action: 6 } });
+    const gone = http.request(`${p.url}/send`, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
+    gone.on('error', () => {});
+    gone.end(JSON.stringify({ action: 6, key: 'k6', phone: 'p', body: 'b' }));
+    await waitFor(() => JSON.parse(p.provider.log_since(0)).some((e) => JSON.stringify(e).includes('k6')));
+    assert.equal(await holding(6), true);
+    gone.destroy();
+    const t1 = Date.now();
+    while (await holding(6)) {
+      assert.ok(Date.now() - t1 < 5000, 'still held after its client went');
+      await new Promise((r) => setTimeout(r, 10));
+    }
     for (const [path, body] of [['/hold', { action: -1 }], ['/release', { action: 'x' }], ['/hold', []]]) {
       assert.equal((await request(`${p.url}${path}`, { method: 'POST', body })).status, 400, path);
     }

@@ -4,8 +4,8 @@
 # attempt, an attempt counted after the send, a missing epoch fence and a claim that
 # takes live leases each fail the row that names it.
 # Each run
-# leaves no process and no folder behind. (A run with kills takes at least one lease,
-# 30 s: a killed worker's claim is taken over only once it runs out.)
+# leaves no process and no folder behind. (A run with kills takes at least one lease:
+# a killed worker's claim is taken over only once it runs out.)
 import json
 import os
 import subprocess
@@ -16,7 +16,10 @@ import pytest
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))  # as run.py names its children
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
-SMALL = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "0", "--seed", "11"]
+# A lease of 5 s, not lab.md's 30 (--lease-s): a killed worker's action waits that
+# long for a taker, which is most of a small run's time.
+LEASE = ["--lease-s", "5"]
+SMALL = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "0", "--seed", "11", *LEASE]
 
 
 def real(*args, timeout=400):
@@ -62,14 +65,14 @@ def _mutant(name):
 # without a lookup. That takes a kill in a window of a few milliseconds, so its
 # run has more kills than the small one (measured with these arguments: 4, 5 and
 # 5 such sends in three runs, about 39 s each).
-MORE_KILLS = ["--actions", "200", "--kills", "40", "--workers", "4", "--freezes", "0", "--seed", "3"]
+MORE_KILLS = ["--actions", "200", "--kills", "40", "--workers", "4", "--freezes", "0", "--seed", "3", *LEASE]
 # A missing epoch fence shows when a zombie writes after another worker took its
 # action over. The run makes that moment certain: after the database's crash, it has
 # the provider hold back the answer to a worker's request for the action it holds,
 # freezes the worker while it waits for it (outside a transaction, nothing of its
 # own on the wire), and wakes it once another worker has claimed that action
 # (run.py's start_freeze, step_freeze, taken_over).
-FREEZE = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "1", "--seed", "13"]
+FREEZE = ["--actions", "120", "--kills", "12", "--workers", "4", "--freezes", "1", "--seed", "13", *LEASE]
 
 
 @pytest.mark.parametrize("name, row, args", [
@@ -117,7 +120,7 @@ def test_a_claim_that_takes_live_leases_fails_the_healthy_worker_row(tmp_path):
         ref = ref.replace(x, x.replace(f"{lease} <= ?)", f"({epoch} = 1 OR {lease} <= ?))"))
     wrong = tmp_path / "steals.py"
     wrong.write_text(ref)
-    r = real(str(wrong), "--actions", "200", "--kills", "0", "--workers", "4", "--freezes", "0", "--seed", "5")
+    r = real(str(wrong), "--actions", "200", "--kills", "0", "--workers", "4", "--freezes", "0", "--seed", "5", *LEASE)
     assert r.returncode == 1, r.stdout + r.stderr[-2000:]
     assert "FAIL jobs claimed from a healthy worker:" in r.stdout, r.stdout
     assert "ok   actions with exactly one message sent: 200" in r.stdout, r.stdout
@@ -127,7 +130,7 @@ def test_a_claim_that_takes_live_leases_fails_the_healthy_worker_row(tmp_path):
 # of its own (other kill moments, other stores), two at a time, all pass. Tiny runs:
 # the leases of killed workers (30 s) are most of a run's time.
 def test_the_reference_passes_five_runs_in_a_row():
-    tiny = ["--actions", "100", "--kills", "8", "--workers", "3", "--freezes", "1", "--format", "json"]
+    tiny = ["--actions", "100", "--kills", "8", "--workers", "3", "--freezes", "1", "--format", "json", *LEASE]
     seeds = [101, 102, 103, 104, 105]
     reports = []
     for pair in (seeds[0:2], seeds[2:4], seeds[4:]):
@@ -149,6 +152,7 @@ def test_the_reference_passes_five_runs_in_a_row():
     (["/nonexistent.py"], "no file"),
     ([REFERENCE, "--actions", "0"], "--actions must be at least 1"),
     ([REFERENCE, "--format", "yaml"], "invalid choice"),
+    ([REFERENCE, "--lease-s", "1"], "--lease-s must be between 2 and 600"),
 ])
 def test_usage_errors_exit_2(args, says):
     r = real(*args, timeout=60)
@@ -161,3 +165,78 @@ def test_a_file_without_the_six_pieces_is_refused_with_what_is_missing(tmp_path)
     r = real(str(f), timeout=60)
     assert r.returncode == 2
     assert "does not define write_intent, deliver_step, merge, on_webhook, heartbeat" in r.stderr, r.stderr
+
+
+# The learner's code runs in ./lab grade's sandbox: every process of it (the check,
+# the workers, the receiver) tries, at import, to write a file where the test can
+# see it, to reach a TCP server the test runs on this machine's loopback, and to
+# read the provider's log and hold an answer through the provider's socket (the
+# run's own calls, on loopback only). None gets through, and the run goes on: the
+# pieces are the reference's.
+HOSTILE = '''
+import os, socket, sys, json, http.client
+_escaped = []
+try:
+    with open(MARKER, "w") as f:
+        f.write("out")
+    _escaped.append("wrote " + MARKER)
+except OSError:
+    pass
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+    _escaped.append("reached loopback")
+except OSError:
+    pass
+_sock = next((a[len("unix:"):] for a in sys.argv if a.startswith("unix:")), None)
+if _sock:
+    for _method, _path, _body in (("GET", "/log", None), ("POST", "/hold", '{"action": 1}')):
+        _c = http.client.HTTPConnection("provider")
+        _c.sock = socket.socket(socket.AF_UNIX)
+        _c.sock.connect(_sock)
+        _c.request(_method, _path, body=_body)
+        if _c.getresponse().status != 404:
+            _escaped.append(_method + " " + _path)
+if _escaped:
+    raise RuntimeError("escaped the sandbox: " + ", ".join(_escaped))
+'''
+
+
+def test_the_learners_code_runs_in_the_sandbox_and_reaches_nothing_of_the_run(tmp_path):
+    import socket
+    import threading
+    marker = os.path.join(tempfile.gettempdir(), f"delivery-lab-escape-{os.getpid()}")
+    reached = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(0.2)
+
+        def serve():
+            while server.fileno() != -1:
+                try:
+                    reached.append(server.accept()[0])
+                except OSError:
+                    if server.fileno() == -1:
+                        return
+        threading.Thread(target=serve, daemon=True).start()
+        with open(REFERENCE) as f:
+            hostile = HOSTILE.replace("MARKER", repr(marker)).replace("PORT", str(server.getsockname()[1])) + f.read()
+        wrong = tmp_path / "hostile.py"
+        wrong.write_text(hostile)
+        r = real(str(wrong), "--actions", "40", "--kills", "0", "--freezes", "0", "--workers", "2", "--seed", "9",
+                 "--format", "json")
+    assert not os.path.exists(marker), "the learner's code wrote a file outside the sandbox"
+    assert not reached, "the learner's code reached a server on this machine's loopback"
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["sandbox"] == {"on": True} and report["passed"] is True
+    assert "Your code ran in ./lab grade's sandbox" in r.stderr
+
+
+def test_with_no_sandbox_the_report_says_so(tmp_path):
+    r = real(REFERENCE, "--actions", "20", "--kills", "0", "--freezes", "0", "--workers", "2", "--seed", "9",
+             "--no-sandbox", "--format", "json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["sandbox"] == {"on": False, "why_not": "--no-sandbox"} and report["passed"] is True
+    assert "NOT sandboxed: --no-sandbox" in r.stderr and report["replay"].endswith("--no-sandbox " + REFERENCE)

@@ -1,0 +1,106 @@
+"""The real run's learner processes (workers, the webhook receiver, the fairness
+workers) in `./lab grade`'s sandbox (www/cli/jail.mjs, through jail_command.mjs):
+bubblewrap with no network (they reach PostgreSQL, the provider and the provider
+reaches the receiver through Unix sockets bound in), a read-only view of only the
+files they need, uid nobody under root, rlimits. Where the sandbox does not work
+(no bubblewrap, no user namespaces), they run as plain processes, and the run says so.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Jail:
+    def __init__(self, read_paths, use=True):
+        """`read_paths`: what the processes read besides /usr (the venv and
+        www/real are added). `use=False` runs them unjailed (the tests of the parts)."""
+        paths = sorted({sys.prefix, HERE, *read_paths})
+        if not use:
+            self.prefix, self.problem = [], "--no-sandbox"
+            return
+        out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), *paths], capture_output=True,
+                             text=True, timeout=60)
+        got = json.loads(out.stdout) if out.returncode == 0 else {"problem": out.stderr.strip()[-500:], "prefix": []}
+        self.problem = got["problem"]
+        self.prefix = got["prefix"] if not self.problem else []
+
+    @property
+    def on(self):
+        return bool(self.prefix)
+
+    def argv(self, argv):
+        return [*self.prefix, *argv]
+
+
+def _children():
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    return children
+
+
+def descendants(pid):
+    """Every process under `pid`, nearest first."""
+    children, out, todo = _children(), [], [pid]
+    while todo:
+        kids = children.get(todo.pop(0), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _argv(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def inner_pid(pid, script):
+    """The pid of the process running `script` under `pid` (bubblewrap's, when
+    jailed; `pid` itself when not): the one SIGSTOP must reach, since stopping
+    bubblewrap would not stop what runs inside it. None when not (yet) there."""
+    for p in [pid, *descendants(pid)]:
+        # The interpreter running the script: its argv[1] (bubblewrap's own
+        # command line holds the script's path too, further along).
+        argv = _argv(p)
+        if len(argv) > 1 and argv[1].decode(errors="replace") == script:
+            return p
+    return None
+
+
+def kill_tree(proc):
+    """SIGKILL to `proc` (a Popen) and everything under it. Not left to bubblewrap's
+    --die-with-parent alone: a sandbox killed while it starts can leave its inner
+    bubblewrap behind (seen here, orphaned and asleep)."""
+    for p in [*descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def sweep(marker):
+    """SIGKILL to every process whose command line holds `marker` (a run's own
+    folder): what a kill at the wrong moment left orphaned. How many there were."""
+    mark, n = marker.encode(), 0
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid() and any(mark in a for a in _argv(int(d))):
+            try:
+                os.kill(int(d), signal.SIGKILL)
+                n += 1
+            except ProcessLookupError:
+                pass
+    return n
