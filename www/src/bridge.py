@@ -74,6 +74,23 @@ def _type(x):
     return type(x).__name__
 
 
+class _WorldOp:
+    """The host's world as Python sees it: `op(name, ...args)`, the host's function
+    bound once (bind_world_op), which answers for the call under way only."""
+
+    __slots__ = ("op",)
+
+
+_bound_world = _WorldOp()
+_bound_world.op = None
+
+
+def bind_world_op(op):
+    """Called once by the host (engine.mjs): the function every world operation
+    goes through; call(..., True) then means "this call has the bound world"."""
+    _bound_world.op = op
+
+
 class _Call:
     """The world of one learner call. It is revoked when the call returns, so a
     kv, provider or rng kept in a global fails with a clear message in a later
@@ -361,7 +378,8 @@ def _timeout():
 
 def call(fn_name, args_json, world):
     """Runs one learner function for the engine; returns {"ok": Value} or
-    {"error": LearnerError} as a JSON string."""
+    {"error": LearnerError} as a JSON string. `world`: True for the world bound
+    with bind_world_op, else an object with `op` (or None: no world)."""
     global _timed_out
     if _timed_out:
         return _timeout()
@@ -374,7 +392,7 @@ def call(fn_name, args_json, world):
             return _timeout()
         except Exception as e:
             return json.dumps({"error": {"kind": "host", "message": f"{_type(e)}: {e}"}})
-    live = _Call(world)
+    live = _Call(_bound_world if world is True else world)
     try:
         fn = getattr(_solution, fn_name, None)
         if not callable(fn):

@@ -11,6 +11,28 @@ const BRIDGE_MODULE = 'delivery_lab_bridge';
 /** The Python module name of a lab's side of the bridge (`LabInfo::bridge_py`). */
 export const labModule = (labId) => `delivery_lab_${labId.replace(/-/g, '_')}`;
 
+// The world reaches Python through one function per interpreter, bound once, not
+// as a JsProxy made (and torn down) per call with `op` looked up per operation:
+// measured, that was a large part of a call's crossing. `current` is the world of
+// the call under way only, so a reference kept past it reaches nothing. Bound at
+// the first call, not before: a memory snapshot (taken before any call) must
+// hold no JavaScript reference, and a restored interpreter binds its own.
+const worldSlots = new WeakMap();
+function worldSlotOf(pyodide) {
+  let slot = worldSlots.get(pyodide);
+  if (!slot) {
+    slot = { current: null };
+    slot.op = (name, a, b, c, d) => {
+      if (slot.current === null) {
+        throw new Error('This world belongs to a call that has already returned; use the one passed to the current call');
+      }
+      return slot.current.op(name, a, b, c, d);
+    };
+    worldSlots.set(pyodide, slot);
+  }
+  return slot;
+}
+
 /**
  * The bridge's entry points in `pyodide` (bridge.py imported from a file, once,
  * with each lab's own Python side beside it: `labs`, [{id, bridge_py}] as the
@@ -37,6 +59,8 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
   // more than the call itself.
   const call = bridge.call;
   const takeOutput = bridge.take_output;
+  const slot = worldSlotOf(pyodide);
+  let bound = false;
   return {
     /** The lab whose calls this interpreter runs from now on. */
     useLab(id) {
@@ -63,14 +87,21 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
     },
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
+      if (!bound) {
+        bridge.bind_world_op(slot.op);
+        bound = true;
+      }
+      slot.current = world || null;
       try {
-        return call(fnName, argsJson, world);
+        return call(fnName, argsJson, slot.current === null ? null : true);
       } catch (e) {
         // bridge.call catches the learner's errors; an interrupt that lands just
         // outside its try, or a fault of the host itself, gets here.
         return e && e.type === 'KeyboardInterrupt'
           ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
           : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } });
+      } finally {
+        slot.current = null;
       }
     },
     takeOutput() {
