@@ -29,6 +29,7 @@ DEPTH_CAP = 20      # nesting of tuples/lists described before giving up
 
 _solution = None    # the learner's module, fresh for each run
 _lab = None         # the lab's module (use_lab)
+_host_op_prefix = None  # its HOST_OP_PREFIX, read once (use_lab)
 _remote_store = False  # True in the grading CLI's sandbox: a lab's store is a process away
 _interrupts = True  # False where the host never interrupts (the grading CLI's sandbox):
                     # a KeyboardInterrupt there is the learner's own exception
@@ -250,8 +251,9 @@ def alarms_json():
 
 def use_lab(module_name):
     """The lab whose learner code this interpreter runs: its module, imported."""
-    global _lab
+    global _lab, _host_op_prefix
     _lab = sys.modules[module_name]
+    _host_op_prefix = getattr(_lab, "HOST_OP_PREFIX", None)
 
 
 def use_remote_store():
@@ -341,6 +343,16 @@ def _encode(v, depth=0):
     if t is str and v.isascii():
         return '{"type":"str","value":' + _json_str(v) + '}'
     if t is tuple and depth < DEPTH_CAP:
+        # A pair of an ASCII str and a float or ASCII str (next_step's answer), whole.
+        if len(v) == 2 and type(v[0]) is str and v[0].isascii():
+            a, b = v
+            tb = type(b)
+            if tb is float and math.isfinite(b):
+                return ('{"type":"tuple","value":[{"type":"str","value":' + _json_str(a)
+                        + '},{"type":"float","value":' + float.__repr__(b) + '}]}')
+            if tb is str and b.isascii():
+                return ('{"type":"tuple","value":[{"type":"str","value":' + _json_str(a)
+                        + '},{"type":"str","value":' + _json_str(b) + '}]}')
         return '{"type":"tuple","value":[' + ",".join([_encode(x, depth + 1) for x in v]) + ']}'
     if t is float and math.isfinite(v):
         return '{"type":"float","value":' + float.__repr__(v) + '}'
@@ -383,7 +395,7 @@ def call(fn_name, args_json, world):
     global _timed_out
     if _timed_out:
         return _timeout()
-    prefix = getattr(_lab, "HOST_OP_PREFIX", None)
+    prefix = _host_op_prefix
     if prefix and fn_name.startswith(prefix):
         try:
             return _lab.host_op(fn_name, json.loads(args_json))
