@@ -22,11 +22,12 @@ function worldSlotOf(pyodide) {
   let slot = worldSlots.get(pyodide);
   if (!slot) {
     slot = { current: null };
-    slot.op = (name, a, b, c, d) => {
+    // The arguments as given: a world may count them (the CLI sandbox's remote one).
+    slot.op = (...args) => {
       if (slot.current === null) {
         throw new Error('This world belongs to a call that has already returned; use the one passed to the current call');
       }
-      return slot.current.op(name, a, b, c, d);
+      return slot.current.op(...args);
     };
     worldSlots.set(pyodide, slot);
   }
@@ -38,9 +39,12 @@ function worldSlotOf(pyodide) {
  * with each lab's own Python side beside it: `labs`, [{id, bridge_py}] as the
  * registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
  * `call(fnName, argsJson, world)`, `takeOutput()`. The page's engine and the
- * grading CLI's sandbox and grading thread all use it.
+ * grading CLI's sandbox and grading thread all use it. `bindWorld`: a call's world
+ * is the grader's WASM World (only `op`), reached through the bound function
+ * (worldSlotOf); otherwise (the CLI sandbox's remote world, which carries more
+ * than `op`) it crosses as a proxy of its own.
  */
-export function bridgeOf(pyodide, bridgeSource, labs = []) {
+export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false } = {}) {
   if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
@@ -87,13 +91,17 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
     },
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
-      if (!bound) {
-        bridge.bind_world_op(slot.op);
-        bound = true;
+      let w = world ?? null;
+      if (bindWorld && w !== null) {
+        if (!bound) {
+          bridge.bind_world_op(slot.op);
+          bound = true;
+        }
+        slot.current = w;
+        w = true;
       }
-      slot.current = world || null;
       try {
-        return call(fnName, argsJson, slot.current === null ? null : true);
+        return call(fnName, argsJson, w);
       } catch (e) {
         // bridge.call catches the learner's errors; an interrupt that lands just
         // outside its try, or a fault of the host itself, gets here.
@@ -129,7 +137,7 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   const grader = new Grader();
   labId ??= firstLab(grader);
   const lab = JSON.parse(grader.lab(labId));
-  const py = bridgeOf(pyodide, bridgeSource, [lab]);
+  const py = bridgeOf(pyodide, bridgeSource, [lab], { bindWorld: true });
   py.useLab(labId);
   const functionsJson = JSON.stringify(lab.functions);
 
