@@ -56,10 +56,15 @@ function nextStep(w, task, result, now, policy, floor) {
   return ["retry", delay];
 }
 
+// The arguments come as one flat array (src/deliver_once/learner.rs).
+const taskAt = (a, i) => ({ key: a[i], kind: a[i + 1], attempt: a[i + 2], expires_at_s: a[i + 3], fallback: a[i + 4] });
+const policyAt = (a, i) => ({ claim_ttl_s: a[i], at_most_once: a[i + 1], min_delay_s: a[i + 2], base_delay_s: a[i + 3], max_attempts: a[i + 4] });
+
 function run(fn, argsJson, w, floor) {
   const a = JSON.parse(argsJson);
-  if (fn === "deliver_once") return ok(str(deliverOnce(w, a.task, a.policy)));
-  const [action, value] = nextStep(w, a.task, a.result, a.now_s, a.policy, floor);
+  if (fn === "deliver_once") return ok(str(deliverOnce(w, taskAt(a, 0), policyAt(a, 5))));
+  const result = { ok: a[5], permanent: a[6], reason: a[7], retry_after_s: a[8] };
+  const [action, value] = nextStep(w, taskAt(a, 0), result, a[9], policyAt(a, 10), floor);
   const v = typeof value === "number" ? { type: "float", value } : str(value);
   return ok({ type: "tuple", value: [str(action), v] });
 }

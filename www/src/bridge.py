@@ -29,6 +29,7 @@ DEPTH_CAP = 20      # nesting of tuples/lists described before giving up
 
 _solution = None    # the learner's module, fresh for each run
 _lab = None         # the lab's module (use_lab)
+_host_op_prefix = None  # its HOST_OP_PREFIX, read once (use_lab)
 _remote_store = False  # True in the grading CLI's sandbox: a lab's store is a process away
 _interrupts = True  # False where the host never interrupts (the grading CLI's sandbox):
                     # a KeyboardInterrupt there is the learner's own exception
@@ -72,6 +73,23 @@ _set = object.__setattr__
 
 def _type(x):
     return type(x).__name__
+
+
+class _WorldOp:
+    """The host's world as Python sees it: `op(name, ...args)`, the host's function
+    bound once (bind_world_op), which answers for the call under way only."""
+
+    __slots__ = ("op",)
+
+
+_bound_world = _WorldOp()
+_bound_world.op = None
+
+
+def bind_world_op(op):
+    """Called once by the host (engine.mjs): the function every world operation
+    goes through; call(..., True) then means "this call has the bound world"."""
+    _bound_world.op = op
 
 
 class _Call:
@@ -233,8 +251,9 @@ def alarms_json():
 
 def use_lab(module_name):
     """The lab whose learner code this interpreter runs: its module, imported."""
-    global _lab
+    global _lab, _host_op_prefix
     _lab = sys.modules[module_name]
+    _host_op_prefix = getattr(_lab, "HOST_OP_PREFIX", None)
 
 
 def use_remote_store():
@@ -324,6 +343,16 @@ def _encode(v, depth=0):
     if t is str and v.isascii():
         return '{"type":"str","value":' + _json_str(v) + '}'
     if t is tuple and depth < DEPTH_CAP:
+        # A pair of an ASCII str and a float or ASCII str (next_step's answer), whole.
+        if len(v) == 2 and type(v[0]) is str and v[0].isascii():
+            a, b = v
+            tb = type(b)
+            if tb is float and math.isfinite(b):
+                return ('{"type":"tuple","value":[{"type":"str","value":' + _json_str(a)
+                        + '},{"type":"float","value":' + float.__repr__(b) + '}]}')
+            if tb is str and b.isascii():
+                return ('{"type":"tuple","value":[{"type":"str","value":' + _json_str(a)
+                        + '},{"type":"str","value":' + _json_str(b) + '}]}')
         return '{"type":"tuple","value":[' + ",".join([_encode(x, depth + 1) for x in v]) + ']}'
     if t is float and math.isfinite(v):
         return '{"type":"float","value":' + float.__repr__(v) + '}'
@@ -361,11 +390,12 @@ def _timeout():
 
 def call(fn_name, args_json, world):
     """Runs one learner function for the engine; returns {"ok": Value} or
-    {"error": LearnerError} as a JSON string."""
+    {"error": LearnerError} as a JSON string. `world`: True for the world bound
+    with bind_world_op, else an object with `op` (or None: no world)."""
     global _timed_out
     if _timed_out:
         return _timeout()
-    prefix = getattr(_lab, "HOST_OP_PREFIX", None)
+    prefix = _host_op_prefix
     if prefix and fn_name.startswith(prefix):
         try:
             return _lab.host_op(fn_name, json.loads(args_json))
@@ -374,7 +404,7 @@ def call(fn_name, args_json, world):
             return _timeout()
         except Exception as e:
             return json.dumps({"error": {"kind": "host", "message": f"{_type(e)}: {e}"}})
-    live = _Call(world)
+    live = _Call(_bound_world if world is True else world)
     try:
         fn = getattr(_solution, fn_name, None)
         if not callable(fn):

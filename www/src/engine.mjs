@@ -11,14 +11,40 @@ const BRIDGE_MODULE = 'delivery_lab_bridge';
 /** The Python module name of a lab's side of the bridge (`LabInfo::bridge_py`). */
 export const labModule = (labId) => `delivery_lab_${labId.replace(/-/g, '_')}`;
 
+// The world reaches Python through one function per interpreter, bound once, not
+// as a JsProxy made (and torn down) per call with `op` looked up per operation:
+// measured, that was a large part of a call's crossing. `current` is the world of
+// the call under way only, so a reference kept past it reaches nothing. Bound at
+// the first call, not before: a memory snapshot (taken before any call) must
+// hold no JavaScript reference, and a restored interpreter binds its own.
+const worldSlots = new WeakMap();
+function worldSlotOf(pyodide) {
+  let slot = worldSlots.get(pyodide);
+  if (!slot) {
+    slot = { current: null };
+    // The arguments as given: a world may count them (the CLI sandbox's remote one).
+    slot.op = (...args) => {
+      if (slot.current === null) {
+        throw new Error('This world belongs to a call that has already returned; use the one passed to the current call');
+      }
+      return slot.current.op(...args);
+    };
+    worldSlots.set(pyodide, slot);
+  }
+  return slot;
+}
+
 /**
  * The bridge's entry points in `pyodide` (bridge.py imported from a file, once,
  * with each lab's own Python side beside it: `labs`, [{id, bridge_py}] as the
  * registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
  * `call(fnName, argsJson, world)`, `takeOutput()`. The page's engine and the
- * grading CLI's sandbox and grading thread all use it.
+ * grading CLI's sandbox and grading thread all use it. `bindWorld`: a call's world
+ * is the grader's WASM World (only `op`), reached through the bound function
+ * (worldSlotOf); otherwise (the CLI sandbox's remote world, which carries more
+ * than `op`) it crosses as a proxy of its own.
  */
-export function bridgeOf(pyodide, bridgeSource, labs = []) {
+export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false } = {}) {
   if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
@@ -37,6 +63,8 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
   // more than the call itself.
   const call = bridge.call;
   const takeOutput = bridge.take_output;
+  const slot = worldSlotOf(pyodide);
+  let bound = false;
   return {
     /** The lab whose calls this interpreter runs from now on. */
     useLab(id) {
@@ -63,14 +91,25 @@ export function bridgeOf(pyodide, bridgeSource, labs = []) {
     },
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
+      let w = world ?? null;
+      if (bindWorld && w !== null) {
+        if (!bound) {
+          bridge.bind_world_op(slot.op);
+          bound = true;
+        }
+        slot.current = w;
+        w = true;
+      }
       try {
-        return call(fnName, argsJson, world);
+        return call(fnName, argsJson, w);
       } catch (e) {
         // bridge.call catches the learner's errors; an interrupt that lands just
         // outside its try, or a fault of the host itself, gets here.
         return e && e.type === 'KeyboardInterrupt'
           ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
           : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } });
+      } finally {
+        slot.current = null;
       }
     },
     takeOutput() {
@@ -98,7 +137,7 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   const grader = new Grader();
   labId ??= firstLab(grader);
   const lab = JSON.parse(grader.lab(labId));
-  const py = bridgeOf(pyodide, bridgeSource, [lab]);
+  const py = bridgeOf(pyodide, bridgeSource, [lab], { bindWorld: true });
   py.useLab(labId);
   const functionsJson = JSON.stringify(lab.functions);
 
