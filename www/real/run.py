@@ -51,6 +51,10 @@ STORES = 100
 FREEZE_GIVE_UP_S = 20
 HOLD_WAIT_S = 4            # how long a freeze waits for the worker's next request (a timeout held 1.5 s, then a 1 s wait)
 DRAIN_TIMEOUT_S = 600
+# Your code crashing this many times with the database up ends the run early: the
+# row has failed, and waiting for a drain that will not come tells nothing more.
+CRASH_LIMIT = 20
+CHECK_TIMEOUT_S = 60       # loading the file and finding its six pieces
 POLL_S = 0.05
 
 
@@ -111,6 +115,8 @@ class Worker:
         self.hold = None            # the action whose next answer the provider holds for it
         self.frozen = None          # while SIGSTOPped: its action, epoch, and when to give up
         self.crashes_db_up = 0
+        self.stuck = 0              # times found stuck in the learner's code (and restarted)
+        self.woken_until = 0.0      # a zombie just woken has not used the database yet: not stuck
         self.last_error = ""
         self.start()
 
@@ -255,7 +261,11 @@ class Run:
         self.next_freeze = time.monotonic()
         crash_at = max(1, self.actions // 3)
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        n = 0
+        # No action dispatched for this long (a piece that hangs on every call,
+        # say) ends the run early too.
+        stall_s = 2 * self.lease_ms / 1000 + 20
+        n, progress, last_n, next_stuck_check = 0, time.monotonic(), -1, time.monotonic()
+        self.stopped = None
         while time.monotonic() < deadline:
             for w in self.workers:
                 if w.frozen is not None:
@@ -274,6 +284,20 @@ class Run:
             if n >= self.actions and not any(w.frozen for w in self.workers):
                 break
             now = time.monotonic()
+            if n != last_n:
+                progress, last_n = now, n
+            crashes = sum(w.crashes_db_up for w in self.workers)
+            if crashes >= CRASH_LIMIT:
+                self.stopped = f"your code crashed {crashes} times while the database was up"
+                break
+            if now - progress > stall_s:
+                self.stopped = f"no action was dispatched for {stall_s:g} s"
+                break
+            if now >= next_stuck_check:
+                next_stuck_check = now + 1
+                for w in self.stuck_workers():
+                    w.stuck += 1
+                    w.kill()
             running = [w for w in self.workers if w.frozen is None and w.hold is None]
             if self.done["kills"] < self.kills and now >= next_kill and running:
                 victim = self.rng.choice(running)
@@ -302,6 +326,24 @@ class Run:
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
         return self.report(drained)
+
+    def stuck_workers(self):
+        """Workers that have not used the database for longer than a lease, though
+        running and not frozen: stuck in the learner's code (a piece that never
+        returns). A working worker uses it at least every third of a lease (its
+        heartbeat), and an idle one every IDLE_MS (its claim)."""
+        now = time.monotonic()
+        by_name = {w.name: w for w in self.workers
+                   if w.frozen is None and w.hold is None and w.proc.poll() is None and now >= w.woken_until}
+        try:
+            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
+                rows = c.execute(
+                    "SELECT usename, bool_and(state <> 'active' AND state_change < now() - make_interval(secs => %s)) "
+                    "FROM pg_stat_activity WHERE usename = ANY(%s) GROUP BY usename",
+                    (self.lease_ms / 1000, list(by_name))).fetchall()
+        except psycopg.OperationalError:
+            return []
+        return [by_name[name] for name, stuck in rows if stuck]
 
     def start_freeze(self, candidates):
         """Picks a worker among `candidates` that holds an action of its own, and
@@ -388,6 +430,7 @@ class Run:
         a zombie, when its action was taken over meanwhile."""
         http_json(f"{self.provider_url}/release", {"action": w.frozen["action"]})
         w.signal(signal.SIGCONT)
+        w.woken_until = time.monotonic() + self.lease_ms / 1000
         w.frozen = None
 
     # -- the table ------------------------------------------------------------
@@ -423,6 +466,7 @@ class Run:
             zero("jobs claimed from a healthy worker", healthy_steals),
             zero("writes to an action by a worker that no longer held it", foreign_writes),
             zero("workers that crashed while the database was up", crashes_db_up),
+            zero("workers stuck in your code for longer than a lease", sum(w.stuck for w in self.workers)),
             {"name": "actions dispatched", "value": dispatched, "must": self.actions, "ok": dispatched == self.actions},
         ]
         errors = [w.last_error for w in self.workers if w.last_error]
@@ -433,14 +477,16 @@ class Run:
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"],
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
-                      "drained": drained, **({"crash": errors[0]} if errors else {})},
+                      "drained": drained, **({"crash": errors[0]} if errors else {}),
+                      **({"stopped": self.stopped} if self.stopped else {})},
         }
 
 
 def text(report, replay):
     c = report["chaos"]
     out = [f"courier, real run: seed {report['seed']}; {c['kills']} kills, {c['freezes']} freezes past the lease, "
-           f"{c['zombies']} of them woken after a takeover, {c['db_restarts']} database crash; {c['seconds']} s" + ("" if c["drained"] else "; did NOT drain"), ""]
+           f"{c['zombies']} of them woken after a takeover, {c['db_restarts']} database crash; {c['seconds']} s"
+           + ("" if c["drained"] else "; did NOT drain") + (f"; stopped early: {c['stopped']}" if "stopped" in c else ""), ""]
     sb = report["sandbox"]
     out += ["Your code ran in ./lab grade's sandbox (no network, a read-only view of its own files)." if sb["on"]
             else f"Your code ran as plain processes, NOT sandboxed: {sb['why_not']}", ""]
@@ -504,8 +550,15 @@ def main(argv=None):
         os.chmod(tmp, 0o755)
         folder = os.path.join(tmp, "learner")
         copy = readable_copy(solution, folder)
-        check = subprocess.run(jail.Jail([folder], use=not a.no_sandbox).argv(
-            [sys.executable, WORKER, "--check", "--solution", copy]), capture_output=True, text=True, timeout=60)
+        try:
+            check = subprocess.run(jail.Jail([folder], use=not a.no_sandbox).argv(
+                [sys.executable, WORKER, "--check", "--solution", copy]), capture_output=True, text=True,
+                timeout=CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            jail.sweep(tmp)
+            print(f"./lab real: loading {solution} took longer than {CHECK_TIMEOUT_S} s (code that runs at import "
+                  "and does not end?)", file=sys.stderr)
+            return 2
     if check.returncode != 0:
         print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@
 # a killed worker's claim is taken over only once it runs out.)
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -240,3 +241,58 @@ def test_with_no_sandbox_the_report_says_so(tmp_path):
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert report["sandbox"] == {"on": False, "why_not": "--no-sandbox"} and report["passed"] is True
     assert "NOT sandboxed: --no-sandbox" in r.stderr and report["replay"].endswith("--no-sandbox " + REFERENCE)
+
+
+def _with_piece(body_of_deliver_step):
+    """The reference with deliver_step's body replaced."""
+    with open(REFERENCE) as f:
+        ref = f.read()
+    head = "def deliver_step(db, provider, action_id, worker, epoch, now_ms, cfg):\n"
+    assert ref.count(head) == 1, "the reference's deliver_step changed: update this test"
+    return ref.replace(head, head + body_of_deliver_step + "\n\n\ndef _old_deliver_step(db, provider, action_id, worker, epoch, now_ms, cfg):\n")
+
+
+# A piece that raises with the database up: the row says how often, the report shows
+# the traceback, and the run stops once the crashes reach run.CRASH_LIMIT rather
+# than wait for a drain that cannot come.
+def test_a_piece_that_raises_is_reported_with_its_traceback_and_the_run_stops(tmp_path):
+    wrong = tmp_path / "raises.py"
+    wrong.write_text(_with_piece('    raise ValueError("boom in deliver_step")'))
+    r = real(str(wrong), "--actions", "40", "--kills", "0", "--freezes", "0", "--workers", "2", "--seed", "9",
+             *LEASE, timeout=200)
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    crashes = re.search(r"FAIL workers that crashed while the database was up: (\d+)", r.stdout)
+    assert crashes and int(crashes.group(1)) >= 20, r.stdout  # run.CRASH_LIMIT
+    assert f"stopped early: your code crashed {crashes.group(1)} times while the database was up" in r.stdout
+    assert "A worker failed while the database was up:" in r.stdout
+    assert 'ValueError: boom in deliver_step' in r.stdout and "solution.py" in r.stdout
+
+
+# A piece that never returns: its worker stops using the database, so after a lease
+# the run counts it stuck and restarts it; when every call hangs, nothing is ever
+# dispatched and the run stops after two leases and 20 s.
+def test_a_piece_that_hangs_is_reported_and_the_run_stops(tmp_path):
+    wrong = tmp_path / "hangs.py"
+    wrong.write_text(_with_piece("    import time\n    time.sleep(3600)"))
+    r = real(str(wrong), "--actions", "40", "--kills", "0", "--freezes", "0", "--workers", "2", "--seed", "9",
+             *LEASE, "--format", "json", timeout=200)
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    rows = {row["name"]: row for row in report["chaos"]["rows"]}
+    assert rows["workers stuck in your code for longer than a lease"]["value"] >= 2, rows
+    assert report["chaos"]["stopped"] == "no action was dispatched for 30 s" and report["passed"] is False
+    assert "stopped early: no action was dispatched for 30 s" in r.stderr
+
+
+# Code at import that never ends: the check that the file has its six pieces gives
+# up after run.CHECK_TIMEOUT_S, says so, and leaves no process.
+def test_code_that_does_not_end_at_import_is_refused(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, REAL)
+    import run
+    monkeypatch.setattr(run, "CHECK_TIMEOUT_S", 3)
+    f = tmp_path / "forever.py"
+    f.write_text("import time\ntime.sleep(3600)\n")
+    assert run.main([str(f)]) == 2
+    assert "took longer than 3 s (code that runs at import and does not end?)" in capsys.readouterr().err
+    procs = subprocess.run(["pgrep", "-f", "delivery-lab-check-"], capture_output=True, text=True)
+    assert not procs.stdout.strip(), f"the check left processes: {procs.stdout}"
