@@ -19,8 +19,14 @@ from delivery_lab_bridge import _encode, _number, _output, _Record, _set, _type
 # The contract's objects
 
 
-class Task(_Record):
+# Each record's fields sit on a plain base (see _Record): the bridge fills one of
+# those per learner call and then gives it the record's class.
+class _TaskFields:
     __slots__ = ("key", "kind", "attempt", "expires_at", "fallback")
+
+
+class Task(_TaskFields, _Record):
+    __slots__ = ()
     _name = "task"
 
     def __init__(self, key, kind, attempt, expires_at, fallback):
@@ -31,8 +37,12 @@ class Task(_Record):
         _set(self, "fallback", fallback)
 
 
-class Policy(_Record):
+class _PolicyFields:
     __slots__ = ("claim_ttl_s", "at_most_once", "min_delay_s", "base_delay_s", "max_attempts")
+
+
+class Policy(_PolicyFields, _Record):
+    __slots__ = ()
     _name = "policy"
 
     def __init__(self, claim_ttl_s, at_most_once, min_delay_s, base_delay_s, max_attempts):
@@ -43,8 +53,12 @@ class Policy(_Record):
         _set(self, "max_attempts", max_attempts)
 
 
-class SendResult(_Record):
+class _SendResultFields:
     __slots__ = ("ok", "permanent", "reason", "retry_after_s")
+
+
+class SendResult(_SendResultFields, _Record):
+    __slots__ = ()
     _name = "result"
 
     def __init__(self, ok, permanent, reason, retry_after_s):
@@ -58,20 +72,67 @@ def _opt_float(x):
     return None if x is None else float(x)
 
 
-def _result(d):
-    return SendResult(bool(d["ok"]), bool(d["permanent"]), d["reason"],
-                      _opt_float(d.get("retry_after_s")))
+# The grader's arguments are one flat list (learner.rs): a record's fields start at `i`.
+
+def _task(a):
+    t = _TaskFields()
+    t.key, t.kind, t.attempt, t.expires_at, t.fallback = a[0], a[1], int(a[2]), float(a[3]), a[4]
+    t.__class__ = Task
+    return t
 
 
-class KV:
+def _policy(a, i):
+    p = _PolicyFields()
+    p.claim_ttl_s, p.at_most_once, p.min_delay_s, p.base_delay_s, p.max_attempts = (
+        float(a[i]), bool(a[i + 1]), float(a[i + 2]), float(a[i + 3]), int(a[i + 4]))
+    p.__class__ = Policy
+    return p
+
+
+def _send_result(ok, permanent, reason, retry_after_s):
+    r = _SendResultFields()
+    r.ok, r.permanent, r.reason, r.retry_after_s = ok, permanent, reason, retry_after_s
+    r.__class__ = SendResult
+    return r
+
+
+# A send's answer, by its text: a test's provider gives a few answers many times,
+# and decoding the JSON cost more than the rest of a send (in Pyodide). The fields
+# are kept, never a record: each send gets a record of its own.
+_SENT_CAP = 256
+_sent = {}
+
+
+def _result(text):
+    fields = _sent.get(text)
+    if fields is None:
+        d = json.loads(text)
+        fields = (bool(d["ok"]), bool(d["permanent"]), d["reason"], _opt_float(d.get("retry_after_s")))
+        if len(_sent) < _SENT_CAP:
+            _sent[text] = fields
+    return _send_result(*fields)
+
+
+class _Handle:
+    """The slot of the objects over the call's world (kv, provider, rng): like the
+    records, made as this plain class and then given its own (see _Record)."""
+
+    __slots__ = ("_call",)
+
+
+def _handle(cls, live):
+    h = _Handle()
+    h._call = live
+    h.__class__ = cls
+    return h
+
+
+class KV(_Handle):
     """The key-value store, backed by the engine's world (which expires keys on
     the lab clock). Arguments are checked here, with Python's own exceptions, so a
     mistake reads like one in any Python library."""
 
-    __slots__ = ("_call",)
-
-    def __init__(self, call):
-        object.__setattr__(self, "_call", call)
+    __slots__ = ()
 
     def __setattr__(self, name, value):
         raise AttributeError("kv has no attributes to set")
@@ -82,7 +143,12 @@ class KV:
     def get(self, key):
         if not isinstance(key, str):
             raise TypeError(f"kv.get(key): key must be a str, not {_type(key)}")
-        value = self._call("kv").op("kv_get", str(key))
+        # The call's world read inline (here and below): _Call's __call__ per operation
+        # cost more than the check.
+        w = self._call.world
+        if w is None:
+            self._call("kv")  # raises: the call has returned
+        value = w.op("kv_get", str(key))
         return value if isinstance(value, str) else None
 
     def set(self, key, value, ttl=None, nx=False):
@@ -98,20 +164,23 @@ class KV:
             ttl = float(ttl)
         if not isinstance(nx, bool):
             raise TypeError(f"kv.set(...): nx must be True or False, not {_type(nx)}")
+        w = self._call.world
+        if w is None:
+            self._call("kv")  # raises: the call has returned
         # Keywords were parsed here: the world takes positional arguments only.
-        return bool(self._call("kv").op("kv_set", str(key), str(value), ttl, nx))
+        return bool(w.op("kv_set", str(key), str(value), ttl, nx))
 
     def delete(self, key):
         if not isinstance(key, str):
             raise TypeError(f"kv.delete(key): key must be a str, not {_type(key)}")
-        return bool(self._call("kv").op("kv_delete", str(key)))
+        w = self._call.world
+        if w is None:
+            self._call("kv")  # raises: the call has returned
+        return bool(w.op("kv_delete", str(key)))
 
 
-class Provider:
-    __slots__ = ("_call",)
-
-    def __init__(self, call):
-        object.__setattr__(self, "_call", call)
+class Provider(_Handle):
+    __slots__ = ()
 
     def __setattr__(self, name, value):
         raise AttributeError("provider has no attributes to set")
@@ -123,14 +192,14 @@ class Provider:
         key = getattr(task, "key", None)
         if not isinstance(key, str):
             raise TypeError(f"provider.send(task): pass the task you were given, not {_type(task)}")
-        return _result(json.loads(self._call("provider").op("send", str(key))))
+        w = self._call.world
+        if w is None:
+            self._call("provider")  # raises: the call has returned
+        return _result(w.op("send", str(key)))
 
 
-class Rng:
-    __slots__ = ("_call",)
-
-    def __init__(self, call):
-        object.__setattr__(self, "_call", call)
+class Rng(_Handle):
+    __slots__ = ()
 
     def __setattr__(self, name, value):
         raise AttributeError("rng has no attributes to set")
@@ -139,12 +208,23 @@ class Rng:
         return "<rng>"
 
     def uniform(self, a, b):
+        ta, tb = type(a), type(b)
+        # Two plain floats or ints (next_step's draw) go straight to the finite check.
+        plain = (ta is float or ta is int) and (tb is float or tb is int)
+        if not (plain and math.isfinite(a) and math.isfinite(b)):
+            self._check_bounds(a, b)
+        w = self._call.world
+        if w is None:
+            self._call("rng")  # raises: the call has returned
+        return float(w.op("uniform", float(a), float(b)))
+
+    @staticmethod
+    def _check_bounds(a, b):
         for name, x in (("a", a), ("b", b)):
             if not _number(x):
                 raise TypeError(f"rng.uniform(a, b): {name} must be a number, not {_type(x)}")
             if not math.isfinite(x):
                 raise ValueError(f"rng.uniform(a, b): {name} must be finite, not {x!r}")
-        return float(self._call("rng").op("uniform", float(a), float(b)))
 
 
 # ---------------------------------------------------------------------------
@@ -156,12 +236,10 @@ def call(fn_name, fn, a, live):
     flat list, src/deliver_once/learner.rs) with this lab's objects over `live`,
     the call's world; the answer's JSON."""
     if fn_name == "deliver_once":
-        args = (Task(a[0], a[1], int(a[2]), float(a[3]), a[4]), Provider(live), KV(live),
-                Policy(float(a[5]), bool(a[6]), float(a[7]), float(a[8]), int(a[9])))
+        args = (_task(a), _handle(Provider, live), _handle(KV, live), _policy(a, 5))
     elif fn_name == "next_step":
-        args = (Task(a[0], a[1], int(a[2]), float(a[3]), a[4]),
-                SendResult(bool(a[5]), bool(a[6]), a[7], _opt_float(a[8])), float(a[9]),
-                Policy(float(a[10]), bool(a[11]), float(a[12]), float(a[13]), int(a[14])), Rng(live))
+        args = (_task(a), _send_result(bool(a[5]), bool(a[6]), a[7], _opt_float(a[8])), float(a[9]),
+                _policy(a, 10), _handle(Rng, live))
     else:
         return json.dumps({"error": {"kind": "host", "message": f"the bridge does not know {fn_name}"}})
     # _Captured's work inline (prints go to the capture): a third of its cost, per call.
