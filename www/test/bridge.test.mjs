@@ -134,6 +134,18 @@ test('a wrong kv argument raises a clear exception', () => {
   assert.match(examples(r)[0].message, /TypeError: kv\.get\(key\): key must be a str, not NoneType/);
 });
 
+// The same grader natively (tests/reports.rs writes these snapshots from Rust
+// solutions): what the Python side adds on the way (records, the world's objects,
+// the answers' JSON, each made for speed) changes nothing in a report.
+test('graded through Python, the reference and two mutants get the native engine\'s reports', () => {
+  const snapshot = (name) => JSON.parse(read(`tests/snapshots/${name}`));
+  assert.deepEqual(engine.run(REFERENCE), snapshot('deliver-once-reference.json'));
+  assert.deepEqual(engine.run(mutate('ttl=policy.claim_ttl_s', 'ttl=None')),
+    snapshot('deliver-once-claim-without-ttl.json'));
+  assert.deepEqual(engine.run(mutate('delay = max(policy.min_delay_s, rng.uniform(0, cap))', 'delay = rng.uniform(0, cap)')),
+    snapshot('deliver-once-mutant-no-floor.json'));
+});
+
 test('the objects are read-only and shaped like the contract', () => {
   const probe = mutate(
     '    key = "sent:" + task.key\n',
