@@ -28,6 +28,8 @@ import time
 
 import psycopg
 
+from procs import stop_all
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 STORES = 100
 WORKERS = 12
@@ -128,17 +130,8 @@ class Fairness:
                                         f"{'FIFO' if claim == 'fifo' else 'your'} claim ({done} of {len(arr)})")
                 rows = admin.execute("SELECT action_id, done_ms FROM fair_done").fetchall()
         finally:
+            stop_all(workers)
             for w in workers:
-                if w.poll() is None:
-                    w.terminate()
-            for w in workers:
-                try:
-                    w.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    w.kill()
-                    w.wait()
-                for f in (w.stdout, w.stderr):
-                    f.close()
                 self.procs.remove(w)
         done = dict(rows)
         # ids are 1.. in arrival order (see _arrive)

@@ -28,7 +28,6 @@ import subprocess
 import tempfile
 import sys
 import time
-import urllib.request
 
 import psycopg
 
@@ -36,6 +35,7 @@ import fairness
 import jail
 import pg
 import pieces
+from procs import first_line, http_json, stop_all
 from worker import EXIT_DB_UNAVAILABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,39 +56,6 @@ DRAIN_TIMEOUT_S = 600
 CRASH_LIMIT = 20
 CHECK_TIMEOUT_S = 60       # loading the file and finding its six pieces
 POLL_S = 0.05
-
-
-def first_line(proc, what):
-    """A child's first line of stdout (its URL), or an error saying why not."""
-    line = proc.stdout.readline().strip()
-    if not line:
-        raise RuntimeError(f"{what} did not start: {proc.stderr.read()[-2000:]}")
-    return line
-
-
-def http_json(url, body=None):
-    """GET `url`, or POST `body` as JSON; the answer, parsed."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def stop_all(procs):
-    """SIGTERM to each child still running, SIGKILL to one that has not ended 5 s
-    later; their pipes closed."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        for f in (p.stdout, p.stderr):
-            if f:
-                f.close()
 
 
 def worker_name(i):
@@ -244,12 +211,22 @@ class Run:
 
     # -- the chaos ----------------------------------------------------------
 
-    def dispatched(self):
+    def admin(self, default, work):
+        """`work(connection)` on an autocommit connection of the run's own, or
+        `default` while the database cannot be reached (its crash, its restart)."""
         try:
             with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                return c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
+                return work(c)
         except psycopg.OperationalError:
-            return None
+            return default
+
+    def release(self, action):
+        """The provider lets the answer it holds for `action` go."""
+        http_json(f"{self.provider_url}/release", {"action": action})
+
+    def dispatched(self):
+        return self.admin(None, lambda c: c.execute(
+            "SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0])
 
     def go(self):
         # The kills come at seeded random moments while work remains, a few a
@@ -320,7 +297,7 @@ class Run:
         drained = n is not None and n >= self.actions
         for w in self.workers:
             if w.hold is not None:  # armed, and no request came: nothing waits on it
-                http_json(f"{self.provider_url}/release", {"action": w.hold["action"]})
+                self.release(w.hold["action"])
                 w.hold = None
         # The webhooks still on their way, then the provider's final word.
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
@@ -335,14 +312,10 @@ class Run:
         now = time.monotonic()
         by_name = {w.name: w for w in self.workers
                    if w.frozen is None and w.hold is None and w.proc.poll() is None and now >= w.woken_until}
-        try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                rows = c.execute(
-                    "SELECT usename, bool_and(state <> 'active' AND state_change < now() - make_interval(secs => %s)) "
-                    "FROM pg_stat_activity WHERE usename = ANY(%s) GROUP BY usename",
-                    (self.lease_ms / 1000, list(by_name))).fetchall()
-        except psycopg.OperationalError:
-            return []
+        rows = self.admin([], lambda c: c.execute(
+            "SELECT usename, bool_and(state <> 'active' AND state_change < now() - make_interval(secs => %s)) "
+            "FROM pg_stat_activity WHERE usename = ANY(%s) GROUP BY usename",
+            (self.lease_ms / 1000, list(by_name))).fetchall())
         return [by_name[name] for name, stuck in rows if stuck]
 
     def start_freeze(self, candidates):
@@ -352,12 +325,9 @@ class Run:
         does. An action a killed predecessor (the same role) left behind is not the
         worker's own: that lease runs to before this process started + a lease."""
         by_name = {w.name: w for w in candidates}
-        try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                rows = c.execute("SELECT owner, id, epoch, lease_until_ms FROM actions WHERE state = 'claimed' "
-                                 "AND owner = ANY(%s) ORDER BY id", (list(by_name),)).fetchall()
-        except psycopg.OperationalError:
-            return False
+        rows = self.admin([], lambda c: c.execute(
+            "SELECT owner, id, epoch, lease_until_ms FROM actions WHERE state = 'claimed' "
+            "AND owner = ANY(%s) ORDER BY id", (list(by_name),)).fetchall())
         held = [(by_name[o], a, e) for o, a, e, until in rows if until > by_name[o].started_ms + self.lease_ms]
         if not held:
             return False
@@ -388,47 +358,38 @@ class Run:
             w.signal(signal.SIGCONT)
         elif alive and time.monotonic() < h["until"] and self.still_holds(w, h["action"], h["epoch"]):
             return
-        http_json(f"{self.provider_url}/release", {"action": h["action"]})
+        self.release(h["action"])
         w.hold = None
         self.next_freeze = time.monotonic() + self.rng.uniform(0.02, 0.1)
 
     def still_holds(self, w, action, epoch):
         """Whether `w` still has `action` claimed at `epoch` (it may have finished
         it just before the hold, and then makes no request for it)."""
-        try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                return c.execute("SELECT 1 FROM actions WHERE id = %s AND owner = %s AND epoch = %s "
-                                 "AND state = 'claimed'", (action, w.name, epoch)).fetchone() is not None
-        except psycopg.OperationalError:
-            return False
+        return self.admin(False, lambda c: c.execute(
+            "SELECT 1 FROM actions WHERE id = %s AND owner = %s AND epoch = %s AND state = 'claimed'",
+            (action, w.name, epoch)).fetchone() is not None)
 
     def in_transaction(self, w):
         """Whether `w`'s connection has a transaction open (or cannot be seen)."""
-        try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                for _ in range(50):  # a statement sent just before the stop still finishes
-                    states = [s for (s,) in c.execute("SELECT state FROM pg_stat_activity WHERE usename = %s",
-                                                      (w.name,))]
-                    if "active" not in states:
-                        return any(s != "idle" for s in states)
-                    time.sleep(0.01)
-        except psycopg.OperationalError:
-            pass
-        return True
+        def open_transaction(c):
+            for _ in range(50):  # a statement sent just before the stop still finishes
+                states = [s for (s,) in c.execute("SELECT state FROM pg_stat_activity WHERE usename = %s",
+                                                  (w.name,))]
+                if "active" not in states:
+                    return any(s != "idle" for s in states)
+                time.sleep(0.01)
+            return True
+        return self.admin(True, open_transaction)
 
     def taken_over(self, w):
         """Whether another worker has claimed `w`'s action since `w` froze."""
-        try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                (epoch,) = c.execute("SELECT epoch FROM actions WHERE id = %s", (w.frozen["action"],)).fetchone()
-        except psycopg.OperationalError:
-            return False
-        return epoch > w.frozen["epoch"]
+        return self.admin(False, lambda c: c.execute(
+            "SELECT epoch FROM actions WHERE id = %s", (w.frozen["action"],)).fetchone()[0] > w.frozen["epoch"])
 
     def wake(self, w):
         """The held answer goes out (as from a very slow network), and `w` wakes:
         a zombie, when its action was taken over meanwhile."""
-        http_json(f"{self.provider_url}/release", {"action": w.frozen["action"]})
+        self.release(w.frozen["action"])
         w.signal(signal.SIGCONT)
         w.woken_until = time.monotonic() + self.lease_ms / 1000
         w.frozen = None

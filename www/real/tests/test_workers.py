@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from run import first_line, http_json, stop_all
+from procs import first_line, http_json, stop_all
 
 REAL = os.path.join(os.path.dirname(__file__), "..")
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
