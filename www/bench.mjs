@@ -9,13 +9,14 @@
 //   4. the time from a click on Run to the first result drawn (median of 20)
 // Usage: node bench.mjs [--runs N] [--visits N] [--first N]    (builds a fresh copy of the page
 // from www/pkg first, like the e2e tests; Chromium at /usr/bin/chromium)
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH, startServer } from './browser.mjs';
 import { loadNodeEngine } from './src/node_host.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
@@ -29,11 +30,6 @@ const FIRST = arg('--first', 3);
 const COURIER_REFERENCE = fs.readFileSync(new URL('../src/courier/reference.py', import.meta.url), 'utf8');
 const COURIER_RUNS = 3;
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
-const LAUNCH = {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
-
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -51,12 +47,6 @@ const { loadPyodide } = await import('./pyodide/pyodide.mjs');
 await loadPyodide({ indexURL: new URL('./pyodide/', location.href).href });
 performance.mark('python-ready');
 </script>`;
-
-async function startServer(root) {
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim())));
-  return { url, stop: () => child.kill() };
-}
 
 async function markTime(page, name, timeout = 60_000) {
   const handle = await page.waitForFunction(

@@ -34,7 +34,7 @@ _remote_store = False  # True in the grading CLI's sandbox: a lab's store is a p
 _interrupts = True  # False where the host never interrupts (the grading CLI's sandbox):
                     # a KeyboardInterrupt there is the learner's own exception
 _timed_out = False  # once the run hit its limit, every later call ends at once
-_limit_s = 8.0
+_limit_s = None     # the lab's limit (its registry entry's time_limit_s), given by load
 
 
 # ---------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def remote_store():
     return _remote_store
 
 
-def load(source, functions_json, limit_s=8.0):
+def load(source, functions_json, limit_s):
     """Compiles and runs the learner's file as a fresh module `solution`.
 
     Returns a JSON string: {"ok": [functions found]}, {"error": message} when it

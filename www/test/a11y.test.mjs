@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH } from '../browser.mjs';
 import { serve } from '../serve.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -22,10 +23,6 @@ const AXE = path.join(WWW, 'node_modules/axe-core/axe.min.js');
 const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-a11y-'));
 const LIMIT = { timeout: 90_000 };
-const LAUNCH = {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
 const DESKTOP = { width: 1400, height: 1000 };
 // 360 px: a small phone. 200% zoom of a 1280 x 800 window: the page lays out in 640 x 400
 // CSS pixels at a device pixel ratio of 2 (what the browser's zoom does).

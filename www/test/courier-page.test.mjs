@@ -4,48 +4,36 @@
 // Run: node --test test/courier-page.test.mjs   (builds dist/ first; needs www/pkg)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH, buildPage, startServer } from '../browser.mjs';
 
-const WWW = fileURLToPath(new URL('../', import.meta.url));
 const repo = new URL('../../', import.meta.url);
 const REFERENCE = fs.readFileSync(new URL('src/courier/reference.py', repo), 'utf8');
 const STARTER = fs.readFileSync(new URL('src/courier/starter.py', repo), 'utf8');
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-courier-'));
 const LIMIT = { timeout: 120_000 };
-const LAUNCH = {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
-
 let browser;
 let server;
 let page;
 
 before(async () => {
-  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', ROOT], { cwd: WWW, stdio: 'inherit' });
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', ROOT], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
-    child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));
-  });
-  server = { url, child };
+  buildPage(ROOT);
+  server = await startServer(ROOT);
   browser = await chromium.launch(LAUNCH);
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   page = await context.newPage();
   page.on('pageerror', (e) => console.error('page error:', e.message));
-  await page.goto(new URL('?lab=courier', url).href);
+  await page.goto(new URL('?lab=courier', server.url).href);
   await page.waitForFunction(() => window.deliveryLab);
   await page.evaluate(() => window.deliveryLab.ready);
 });
 
 after(async () => {
   await browser?.close();
-  server?.child.kill();
+  await server?.stop();
   fs.rmSync(ROOT, { recursive: true, force: true });
 });
 

@@ -2,14 +2,12 @@
 // Run: node --test test/e2e.test.mjs   (builds dist/ first; needs www/pkg and /usr/bin/chromium)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH, buildPage, startServer } from '../browser.mjs';
 
-const WWW = fileURLToPath(new URL('../', import.meta.url));
 const repo = new URL('../../', import.meta.url);
 const REFERENCE = fs.readFileSync(new URL('src/deliver_once/reference.py', repo), 'utf8');
 const STARTER = fs.readFileSync(new URL('src/deliver_once/starter.py', repo), 'utf8');
@@ -18,12 +16,6 @@ const SCREENSHOT = '/tmp/delivery-lab-results.png';
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-e2e-'));
 // No test may hang the suite: each fails after this long.
 const LIMIT = { timeout: 90_000 };
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const LAUNCH = {
-  executablePath: CHROMIUM,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
-
 function mutate(from, to) {
   assert.ok(REFERENCE.includes(from), `mutation anchor not found: ${from}`);
   return REFERENCE.replace(from, to);
@@ -38,23 +30,6 @@ const ENDLESS = mutate('    key = "sent:" + task.key\n', '    while True:\n     
 const SWALLOWS = mutate('    key = "sent:" + task.key\n',
   '    while True:\n        try:\n            while True:\n                pass\n        except KeyboardInterrupt:\n            pass\n');
 const SYNTAX = 'DONE_TTL_S = 604800\n\ndef deliver_once(task, provider, kv, policy):\n    return "sent"\n\ndef next_step(task, result, now, policy, rng)\n    return ("retry", 1.0)\n';
-
-/** serve.mjs in a child process on a free port; resolves to {url, stop}. */
-async function startServer() {
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', ROOT], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
-    child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));
-  });
-  return {
-    url,
-    stop: () => new Promise((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', resolve);
-      child.kill();
-    }),
-  };
-}
 
 let browser;
 let server;
@@ -85,8 +60,8 @@ const statusOf = (p, name) => p.locator(`[data-test="${name.replace(/"/g, '\\"')
 
 before(async () => {
   // www/pkg as it is (npm test builds it first): no cargo run inside the test.
-  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', ROOT], { cwd: WWW, stdio: 'inherit' });
-  server = await startServer();
+  buildPage(ROOT);
+  server = await startServer(ROOT);
   browser = await chromium.launch(LAUNCH);
   context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   watch(context);
@@ -206,7 +181,7 @@ test('the code is saved as typed and restored on reload', LIMIT, async () => {
 
 test('after one visit the page reloads and grades with no network', LIMIT, async () => {
   // Its own server and context: a clean origin, and a server we can switch off.
-  const own = await startServer();
+  const own = await startServer(ROOT);
   const ctx = await browser.newContext();
   ctx.on('request', (r) => requests.push({ url: r.url(), origin: own.url }));
   try {

@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH } from '../browser.mjs';
 import { serve } from '../serve.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
@@ -34,11 +35,6 @@ const ROOT = tmp('embed');         // the lab, built with --allow-origin (the co
 const OFF_ROOT = tmp('embed-off'); // the lab, built without: the postMessage API is off
 const HOSTS_ROOT = tmp('hosts');   // a bare host page, served on an allowed origin and on one that is not
 const LIMIT = { timeout: 90_000 };
-const LAUNCH = {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
-
 let browser;
 let lab;      // the lab, as ./lab serve sends it (COOP/COEP)
 let labOff;   // the same lab built without --allow-origin

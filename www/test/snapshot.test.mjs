@@ -6,14 +6,12 @@
 // Run: node --test test/snapshot.test.mjs   (builds its own copy of dist/ from www/pkg)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { LAUNCH, buildPage, startServer } from '../browser.mjs';
 
-const WWW = fileURLToPath(new URL('../', import.meta.url));
 const repo = new URL('../../', import.meta.url);
 const read = (f) => fs.readFileSync(new URL(f, repo), 'utf8');
 const LABS = {
@@ -34,31 +32,10 @@ def next_step(task, result, now, policy, rng):
 `;
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-snapshot-'));
 const LIMIT = { timeout: 240_000 };
-const LAUNCH = {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-};
-
 let browser;
 let server;
 let page;
 const reports = {}; // lab -> { reference, starter } from a booted worker
-
-async function startServer() {
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', ROOT], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
-    child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));
-  });
-  return {
-    url,
-    stop: () => new Promise((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', resolve);
-      child.kill();
-    }),
-  };
-}
 
 /** Opens (or reloads into) `lab`; resolves to how its worker started, once Python is up. */
 async function visit(lab) {
@@ -120,8 +97,8 @@ function tamper(lab, how) {
 }
 
 before(async () => {
-  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', ROOT], { cwd: WWW, stdio: 'inherit' });
-  server = await startServer();
+  buildPage(ROOT);
+  server = await startServer(ROOT);
   browser = await chromium.launch(LAUNCH);
   const context = await browser.newContext();
   page = await context.newPage();
