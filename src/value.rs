@@ -266,7 +266,10 @@ impl<'de> Deserialize<'de> for OkAnswer {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("{\"ok\": value}")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<OkAnswer, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<OkAnswer, A::Error> {
                 if m.next_key::<&str>()? != Some("ok") {
                     return Err(inexact());
                 }
