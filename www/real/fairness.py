@@ -39,6 +39,7 @@ NOISY_FACTOR = 10
 BULK_AT_S = 2.0           # in the bulk load, the noisy store's whole share arrives here
 SERVICE_MS = (20, 80)     # a worker's time on one action (uniform): ~54% busy
 MAX_RATIO = 1.10
+ROUNDS_MAX = 3            # rounds of the three loads while a graded row fails
 ROLE = "fair"             # the fairness workers' database role
 WARM_UP_S = 2.0           # a load before the measured ones, not counted
 DRAIN_TIMEOUT_S = 60
@@ -171,14 +172,16 @@ class Fairness:
         for claim in CLAIMS:
             graded = claim == "yours"
             got = self.one_round(claim, 1)
-            # Real time on a shared machine moves a p95 by several per cent; a
-            # graded row that fails is measured once more (baseline and loads,
-            # all three), and each load keeps its better round. A scheduler that is
-            # not fair fails both (FIFO's bulk load measured 4x to 7x here).
+            # Real time on a shared machine moves a p95 by several per cent, and a
+            # slow spell of the machine lasts longer than a round; while a graded
+            # row fails, all three loads are measured again (baseline too), up to
+            # ROUNDS_MAX rounds, and each load keeps its best round. A scheduler
+            # that is not fair fails them all (FIFO's bulk load measured 1.8x to 7x
+            # here; the reference's, in CI's slowest spell, 1.13x in two rounds).
             rounds = 1
-            if graded and not all(r["ok"] for r in got):
-                rounds = 2
-                got = [min(a, b, key=lambda r: r["ratio"]) for a, b in zip(got, self.one_round(claim, 2))]
+            while graded and rounds < ROUNDS_MAX and not all(r["ok"] for r in got):
+                rounds += 1
+                got = [min(a, b, key=lambda r: r["ratio"]) for a, b in zip(got, self.one_round(claim, rounds))]
             rows += [{**r, "claim": claim, "graded": graded, "rounds": rounds} for r in got]
         return {"rows": rows, "max_ratio": MAX_RATIO, "workers": WORKERS, "load_s": self.load_s,
                 "seconds": round(time.monotonic() - started, 1),
@@ -209,9 +212,10 @@ def text(f):
         y, q = by[(load, "yours")], by[(load, "fifo")]
         out.append(f"{load:<28} {y['p95_ms']:>6} ms {y['ratio']:>5.2f}x {'ok  ' if y['ok'] else 'FAIL'}"
                    f" {q['p95_ms']:>8} ms {q['ratio']:>5.2f}x")
-    if any(r["rounds"] == 2 for r in f["rows"] if r["graded"]):
-        out += ["", "Your claim failed a load in the first round and was measured again; each load shows its "
-                "better round."]
+    rounds = max(r["rounds"] for r in f["rows"] if r["graded"])
+    if rounds > 1:
+        out += ["", f"Your claim failed a load in the first round and was measured in {rounds} rounds; each load "
+                "shows its best round."]
     out += ["", f"Your claim must keep the other stores' p95 within {round((MAX_RATIO - 1) * 100)}% of its own "
             "every-store-equal run."]
     return "\n".join(out)
