@@ -49,7 +49,8 @@ STORES = 100
 # A frozen worker wakes as soon as another worker has taken its action over, or
 # this long after its lease ran out if none did (the freeze then made no zombie).
 FREEZE_GIVE_UP_S = 20
-HOLD_WAIT_S = 4            # how long a freeze waits for the worker's next request (a timeout held 1.5 s, then a 1 s wait)
+HOLD_WAIT_S = 4            # how long holds armed on pending actions wait for one's first request
+HOLDS_ARMED = 4            # pending actions armed at once: one of them is soon claimed and sent
 DRAIN_TIMEOUT_S = 600
 # Your code crashing this many times with the database up ends the run early: the
 # row has failed, and waiting for a drain that will not come tells nothing more.
@@ -79,7 +80,6 @@ class Worker:
     def __init__(self, run, name):
         self.run, self.name = run, name
         self.proc = None
-        self.hold = None            # the action whose next answer the provider holds for it
         self.frozen = None          # while SIGSTOPped: its action, epoch, and when to give up
         self.crashes_db_up = 0
         self.stuck = 0              # times found stuck in the learner's code (and restarted)
@@ -93,9 +93,6 @@ class Worker:
                                 "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.learner_provider,
                                 "--name", self.name, "--t0", repr(self.run.t0), "--lease-ms", str(self.run.lease_ms)]),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # The run's clock when it started: a claim it makes leases past this plus a
-        # lease, unlike one its killed predecessor (the same role) left behind.
-        self.started_ms = (time.monotonic() - self.run.t0) * 1000
         self.frozen = None
 
     def signal(self, sig):
@@ -110,6 +107,21 @@ class Worker:
         except ProcessLookupError:
             return False
         return True
+
+    def stopped(self):
+        """Whether the worker's own process is seen stopped (after a SIGSTOP, which
+        takes effect as the kernel gets to it): the freeze holds only then."""
+        pid = jail.inner_pid(self.proc.pid, WORKER) if self.run.jail.on else self.proc.pid
+        for _ in range(100):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    # The state follows the command's closing parenthesis.
+                    if f.read().rpartition(b")")[2].split()[0] == b"T":
+                        return True
+            except (OSError, IndexError, TypeError):
+                return False
+            time.sleep(0.005)
+        return False
 
     def kill(self):
         jail.kill_tree(self.proc)
@@ -148,6 +160,8 @@ class Run:
         self.procs = []
         self.workers = []
         self.done = {"kills": 0, "freezes": 0, "db_restarts": 0, "zombies": 0}
+        self.hold = None   # pending actions armed with a hold (start_freeze), and until when
+        self.gave_up = []  # the freezes that found no taker: their action as it was then
 
     # -- the parts ----------------------------------------------------------
 
@@ -248,16 +262,18 @@ class Run:
                 if w.frozen is not None:
                     took = self.taken_over(w)
                     if took or time.monotonic() >= w.frozen["give_up"]:
+                        if not took:
+                            self.gave_up.append(self.action_now(w.frozen))
                         self.wake(w)
                         self.done["zombies"] += took
-                elif w.hold is not None:
-                    self.step_freeze(w)
                 w.check()
+            if self.hold is not None:
+                self.step_freeze()
             n = self.dispatched()
             if n is None:
                 time.sleep(POLL_S)
                 continue
-            freezing = [w for w in self.workers if w.frozen is not None or w.hold is not None]
+            freezing = [w for w in self.workers if w.frozen is not None] + ([self.hold] if self.hold else [])
             if n >= self.actions and not any(w.frozen for w in self.workers):
                 break
             now = time.monotonic()
@@ -275,7 +291,7 @@ class Run:
                 for w in self.stuck_workers():
                     w.stuck += 1
                     w.kill()
-            running = [w for w in self.workers if w.frozen is None and w.hold is None]
+            running = [w for w in self.workers if w.frozen is None]
             if self.done["kills"] < self.kills and now >= next_kill and running:
                 victim = self.rng.choice(running)
                 victim.kill()
@@ -286,7 +302,7 @@ class Run:
             # least always left running to take the frozen one's action over.
             if (self.done["db_restarts"] and self.done["zombies"] + len(freezing) < self.freezes
                     and len(freezing) < self.n_workers - 1 and now >= self.next_freeze and running):
-                if not self.start_freeze(running):
+                if not self.start_freeze():
                     self.next_freeze = now + self.rng.uniform(0.02, 0.1)
             if not self.done["db_restarts"] and n >= crash_at:
                 self.cluster.crash()
@@ -295,10 +311,8 @@ class Run:
                 self.done["db_restarts"] = 1
             time.sleep(POLL_S)
         drained = n is not None and n >= self.actions
-        for w in self.workers:
-            if w.hold is not None:  # armed, and no request came: nothing waits on it
-                self.release(w.hold["action"])
-                w.hold = None
+        if self.hold is not None:  # armed, and no request came: nothing waits on it
+            self.let_go(self.hold["actions"])
         # The webhooks still on their way, then the provider's final word.
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
@@ -311,60 +325,76 @@ class Run:
         heartbeat), and an idle one every IDLE_MS (its claim)."""
         now = time.monotonic()
         by_name = {w.name: w for w in self.workers
-                   if w.frozen is None and w.hold is None and w.proc.poll() is None and now >= w.woken_until}
+                   if w.frozen is None and w.proc.poll() is None and now >= w.woken_until}
         rows = self.admin([], lambda c: c.execute(
             "SELECT usename, bool_and(state <> 'active' AND state_change < now() - make_interval(secs => %s)) "
             "FROM pg_stat_activity WHERE usename = ANY(%s) GROUP BY usename",
             (self.lease_ms / 1000, list(by_name))).fetchall())
         return [by_name[name] for name, stuck in rows if stuck]
 
-    def start_freeze(self, candidates):
-        """Picks a worker among `candidates` that holds an action of its own, and
-        has the provider hold back the answer to its next request for that action
-        (step_freeze freezes it while it waits for that answer): True when one
-        does. An action a killed predecessor (the same role) left behind is not the
-        worker's own: that lease runs to before this process started + a lease."""
-        by_name = {w.name: w for w in candidates}
-        rows = self.admin([], lambda c: c.execute(
-            "SELECT owner, id, epoch, lease_until_ms FROM actions WHERE state = 'claimed' "
-            "AND owner = ANY(%s) ORDER BY id", (list(by_name),)).fetchall())
-        held = [(by_name[o], a, e) for o, a, e, until in rows if until > by_name[o].started_ms + self.lease_ms]
-        if not held:
+    def start_freeze(self):
+        """Has the provider hold back the answer to the first request for each of a
+        few pending actions (step_freeze freezes the worker that makes one, while
+        it waits for that answer): True when there were any. Pending, not claimed:
+        a claimed action's request has mostly left already (a claim, an intent and
+        a send take a few ms), and a hold armed after it catches nothing."""
+        pending = self.admin([], lambda c: [a for (a,) in c.execute(
+            "SELECT id FROM actions WHERE state = 'pending' ORDER BY id")])
+        if not pending:
             return False
-        w, action, epoch = self.rng.choice(held)
-        http_json(f"{self.provider_url}/hold", {"action": action})
-        w.hold = {"action": action, "epoch": epoch, "pid": w.proc.pid, "until": time.monotonic() + HOLD_WAIT_S}
+        actions = self.rng.sample(pending, min(HOLDS_ARMED, len(pending)))
+        for action in actions:
+            http_json(f"{self.provider_url}/hold", {"action": action})
+        self.hold = {"actions": actions, "until": time.monotonic() + HOLD_WAIT_S}
         return True
 
-    def step_freeze(self, w):
-        """`w`'s request is taken and logged and its answer held back: `w` waits
-        for it, outside any transaction of its own, with nothing of its own on the
-        wire. SIGSTOP now, and the zombie's later writes and sends are only those
-        its code makes after it wakes. Otherwise (no request within HOLD_WAIT_S,
-        `w` ended or is done with the action, or it waits inside a transaction,
-        which would keep the action's row locked) the hold is let go."""
-        h = w.hold
-        alive = w.proc.pid == h["pid"] and w.proc.poll() is None
-        holding = lambda: http_json(f"{self.provider_url}/holding?action={h['action']}")["holding"]  # noqa: E731
-        # Asked again once stopped: a worker whose wait ran out (its client's 1 s)
-        # has moved on, to anywhere in its code.
-        if alive and holding() and w.signal(signal.SIGSTOP):
-            if holding() and not self.in_transaction(w):
-                w.hold = None
-                w.frozen = {**h, "give_up": time.monotonic() + self.lease_ms / 1000 + FREEZE_GIVE_UP_S}
-                self.done["freezes"] += 1
-                self.next_freeze = time.monotonic() + self.rng.uniform(1.0, 5.0)
-                return
-            w.signal(signal.SIGCONT)
-        elif alive and time.monotonic() < h["until"] and self.still_holds(w, h["action"], h["epoch"]):
-            return
-        self.release(h["action"])
-        w.hold = None
-        self.next_freeze = time.monotonic() + self.rng.uniform(0.02, 0.1)
+    def step_freeze(self):
+        """A held request: its action's owner waits for the answer, outside any
+        transaction of its own, with nothing of its own on the wire. SIGSTOP it
+        now, and the zombie's later writes and sends are only those its code makes
+        after it wakes; the other holds are let go. Otherwise (the owner is not seen
+        stopped, its wait ran out, it waits inside a transaction, which would keep
+        the action's row locked, or the action is no longer its) that hold is let
+        go. All are let go after HOLD_WAIT_S, and new ones armed."""
+        h = self.hold
+        for action in list(h["actions"]):
+            if not self.holding(action):
+                continue
+            row = self.admin(None, lambda c: c.execute(
+                "SELECT owner, epoch FROM actions WHERE id = %s AND state = 'claimed'", (action,)).fetchone())
+            w = next((w for w in self.workers if row and w.name == row[0] and w.frozen is None), None)
+            # Asked again once stopped: a worker whose wait ran out (its client's 1 s)
+            # has moved on, to anywhere in its code.
+            if w is not None and w.proc.poll() is None and w.signal(signal.SIGSTOP):
+                if (w.stopped() and self.holding(action) and not self.in_transaction(w)
+                        and self.still_holds(w, action, row[1])):
+                    h["actions"].remove(action)
+                    self.let_go(h["actions"])
+                    w.frozen = {"action": action, "epoch": row[1],
+                                "give_up": time.monotonic() + self.lease_ms / 1000 + FREEZE_GIVE_UP_S}
+                    self.done["freezes"] += 1
+                    self.next_freeze = time.monotonic() + self.rng.uniform(1.0, 5.0)
+                    return
+                w.signal(signal.SIGCONT)
+            h["actions"].remove(action)
+            self.release(action)
+        if not h["actions"] or time.monotonic() >= h["until"]:
+            self.let_go(h["actions"])
+            self.next_freeze = time.monotonic() + self.rng.uniform(0.02, 0.1)
+
+    def let_go(self, actions):
+        """The holds on `actions` let go (an answer held goes out), and none armed."""
+        for action in actions:
+            self.release(action)
+        self.hold = None
+
+    def holding(self, action):
+        """Whether the provider holds an answer for `action` whose client waits."""
+        return http_json(f"{self.provider_url}/holding?action={action}")["holding"]
 
     def still_holds(self, w, action, epoch):
         """Whether `w` still has `action` claimed at `epoch` (it may have finished
-        it just before the hold, and then makes no request for it)."""
+        it just before the stop, and then no one ever takes it over)."""
         return self.admin(False, lambda c: c.execute(
             "SELECT 1 FROM actions WHERE id = %s AND owner = %s AND epoch = %s AND state = 'claimed'",
             (action, w.name, epoch)).fetchone() is not None)
@@ -385,6 +415,15 @@ class Run:
         """Whether another worker has claimed `w`'s action since `w` froze."""
         return self.admin(False, lambda c: c.execute(
             "SELECT epoch FROM actions WHERE id = %s", (w.frozen["action"],)).fetchone()[0] > w.frozen["epoch"])
+
+    def action_now(self, frozen):
+        """What became of a frozen worker's action that no other worker took over:
+        the report shows it beside the freeze that made no zombie."""
+        row = self.admin(None, lambda c: c.execute(
+            "SELECT state, owner, epoch, lease_until_ms FROM actions WHERE id = %s", (frozen["action"],)).fetchone())
+        now_ms = round((time.monotonic() - self.t0) * 1000)
+        return {"action": frozen["action"], "epoch_frozen": frozen["epoch"], "at_ms": now_ms,
+                **(dict(zip(("state", "owner", "epoch", "lease_until_ms"), row)) if row else {"state": None})}
 
     def wake(self, w):
         """The held answer goes out (as from a very slow network), and `w` wakes:
@@ -436,7 +475,7 @@ class Run:
             "passed": drained and all(r["ok"] for r in rows),
             "sandbox": {"on": self.jail.on, **({} if self.jail.on else {"why_not": self.jail.problem})},
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
-                      "zombies": self.done["zombies"],
+                      "zombies": self.done["zombies"], **({"gave_up": self.gave_up} if self.gave_up else {}),
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
                       "drained": drained, **({"crash": errors[0]} if errors else {}),
                       **({"stopped": self.stopped} if self.stopped else {})},
