@@ -56,9 +56,16 @@ OPT_LEVEL=3
 # build LABS DIR: cargo, wasm-bindgen, wasm-opt, a load check, the sizes. LABS: the
 # ids the build holds (comma-separated; empty for every lab). Each set of labs builds
 # in a target dir of its own: build.rs reads DELIVERY_LAB_ONLY, and a change of it
-# would rebuild the crate in a shared one at every build.
+# would rebuild the crate in a shared one at every build. A new one starts from the
+# every-lab build's dependencies (scripts/seed-target-dir), and target/'s seed a new
+# TARGET_DIR (--no-hidden's), so the dependencies compile once.
 build() {
   local only=$1 dir=$2
+  if [[ -n "$only" ]]; then
+    scripts/seed-target-dir "$target_dir/only-$only" "$target_dir" release
+  elif [[ "$target_dir" != target ]]; then
+    scripts/seed-target-dir "$target_dir" target release
+  fi
   CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT_LEVEL DELIVERY_LAB_ONLY="$only" \
     cargo build --lib --target wasm32-unknown-unknown --release \
     --target-dir "$target_dir${only:+/only-$only}" \
