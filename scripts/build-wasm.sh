@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 
 hidden=hidden
 out=www/pkg
-target_dir=target
+default_target_dir=target
+target_dir=$default_target_dir
 while (($#)); do
   case "$1" in
     --no-hidden) hidden= ;;
@@ -63,8 +64,8 @@ build() {
   local only=$1 dir=$2
   if [[ -n "$only" ]]; then
     scripts/seed-target-dir "$target_dir/only-$only" "$target_dir" release
-  elif [[ "$target_dir" != target ]]; then
-    scripts/seed-target-dir "$target_dir" target release
+  elif [[ "$target_dir" != "$default_target_dir" ]]; then
+    scripts/seed-target-dir "$target_dir" "$default_target_dir" release
   fi
   CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT_LEVEL DELIVERY_LAB_ONLY="$only" \
     cargo build --lib --target wasm32-unknown-unknown --release \

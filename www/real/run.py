@@ -95,11 +95,14 @@ class Worker:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.frozen = None
 
+    def own_pid(self):
+        """The worker's own process: inside the sandbox, when there is one (stopping
+        the sandbox's bubblewrap would not stop it); None when it is not there (yet)."""
+        return jail.inner_pid(self.proc.pid, WORKER) if self.run.jail.on else self.proc.pid
+
     def signal(self, sig):
-        """`sig` to the worker's own process (inside the sandbox, when there is one:
-        stopping the sandbox's bubblewrap would not stop it); False when it is not
-        there (yet)."""
-        pid = jail.inner_pid(self.proc.pid, WORKER) if self.run.jail.on else self.proc.pid
+        """`sig` to the worker's own process; False when it is not there (yet)."""
+        pid = self.own_pid()
         if pid is None:
             return False
         try:
@@ -111,7 +114,9 @@ class Worker:
     def stopped(self):
         """Whether the worker's own process is seen stopped (after a SIGSTOP, which
         takes effect as the kernel gets to it): the freeze holds only then."""
-        pid = jail.inner_pid(self.proc.pid, WORKER) if self.run.jail.on else self.proc.pid
+        pid = self.own_pid()
+        if pid is None:
+            return False
         for _ in range(100):
             try:
                 with open(f"/proc/{pid}/stat", "rb") as f:
@@ -273,7 +278,8 @@ class Run:
             if n is None:
                 time.sleep(POLL_S)
                 continue
-            freezing = [w for w in self.workers if w.frozen is not None] + ([self.hold] if self.hold else [])
+            # Freezes under way: the frozen workers, and one more while holds are armed.
+            freezing = sum(w.frozen is not None for w in self.workers) + (self.hold is not None)
             if n >= self.actions and not any(w.frozen for w in self.workers):
                 break
             now = time.monotonic()
@@ -300,8 +306,8 @@ class Run:
             # Freezes come after the database's crash (a crash during one would
             # end the zombie's connection, and with it the zombie), one worker at
             # least always left running to take the frozen one's action over.
-            if (self.done["db_restarts"] and self.done["zombies"] + len(freezing) < self.freezes
-                    and len(freezing) < self.n_workers - 1 and now >= self.next_freeze and running):
+            if (self.done["db_restarts"] and self.done["zombies"] + freezing < self.freezes
+                    and freezing < self.n_workers - 1 and now >= self.next_freeze and running):
                 if not self.start_freeze():
                     self.next_freeze = now + self.rng.uniform(0.02, 0.1)
             if not self.done["db_restarts"] and n >= crash_at:
