@@ -68,8 +68,9 @@ const TS_SOLUTION: &str = r#"
 export interface LearnerSolution {
   /**
    * Runs the learner's function `fn_name` on the JSON arguments and answers
-   * `{"ok": <Value>}` or `{"error": <LearnerError>}`. `world` is valid only during
-   * this call; call `world.free()` before returning (or leave it to the GC).
+   * `{"ok": <Value>}` or `{"error": <LearnerError>}`. `world` reaches this call's
+   * world only while the call runs (it throws at any other time); it is the same
+   * object for every call of a run: do not `free()` it.
    */
   call(fn_name: string, args_json: string, world: World): string;
   /** What the learner printed since the last call. */
@@ -322,17 +323,29 @@ fn grade_report(
         ));
     }
     Ok(lab.grade(
-        &mut JsHost(solution),
+        &mut JsHost {
+            solution,
+            world: None,
+        },
         seed_or_default(seed),
         Audience::Learner,
         mode,
     ))
 }
 
-/// The host's JS solution object as every lab's `LearnerHost`. The world of a call
-/// is handed to JS as a `World` over a handle of its own, emptied when the call
-/// returns, so a handle JS kept can no longer touch it.
-struct JsHost(SolutionObject);
+/// The host's JS solution object as every lab's `LearnerHost`. Each call's world is
+/// handed to JS through one `World` per run, whose slot holds that call's world while
+/// the call runs and nothing at any other time, so a handle JS kept can no longer
+/// touch a finished test. One wrapper for the run, not one per call: making and
+/// freeing a wrapper (with its finalizer) for each of a run's hundreds of calls was
+/// measured.
+struct JsHost {
+    solution: SolutionObject,
+    /// The run's `World`, made at its first call that has a world: its slot, and the JS object.
+    world: Option<(Slot, JsValue)>,
+}
+
+type Slot = Rc<RefCell<Option<Box<dyn LabWorld>>>>;
 
 impl LearnerHost for JsHost {
     fn call(
@@ -341,13 +354,20 @@ impl LearnerHost for JsHost {
         args_json: &str,
         world: Option<&dyn LabWorld>,
     ) -> Result<String, String> {
-        let slot = world.map(|w| Rc::new(RefCell::new(Some(w.handle()))));
-        let js_world = match &slot {
-            Some(slot) => JsValue::from(World { slot: slot.clone() }),
+        let js_world = match world {
+            Some(w) => {
+                let (slot, js) = self.world.get_or_insert_with(|| {
+                    let slot = Slot::default();
+                    let js = JsValue::from(World { slot: slot.clone() });
+                    (slot, js)
+                });
+                *slot.borrow_mut() = Some(w.handle());
+                js.clone()
+            }
             None => JsValue::UNDEFINED,
         };
-        let returned = self.0.call(fn_name, args_json, js_world);
-        if let Some(slot) = slot {
+        let returned = self.solution.call(fn_name, args_json, js_world);
+        if let Some((slot, _)) = &self.world {
             drop(slot.borrow_mut().take());
         }
         let returned =
@@ -359,7 +379,7 @@ impl LearnerHost for JsHost {
 
     /// Optional on the JS side; a throwing `take_output` only loses the output.
     fn take_output(&mut self) -> Option<String> {
-        take_output(&self.0)
+        take_output(&self.solution)
     }
 }
 
@@ -368,11 +388,11 @@ impl LearnerHost for JsHost {
 /// checked against their types. Rust empties the slot when the call returns, so the
 /// engine's world is released at once and a handle JS kept (say, a learner who
 /// stored `kv` in a global) can no longer touch a finished test; it then throws. The
-/// small wrapper itself is JS-owned: the caller should `free()` it when `call`
-/// returns, and wasm-bindgen's FinalizationRegistry reclaims it otherwise.
+/// wrapper is the run's (`JsHost`), and wasm-bindgen's FinalizationRegistry reclaims
+/// it after the run.
 #[wasm_bindgen]
 pub struct World {
-    slot: Rc<RefCell<Option<Box<dyn LabWorld>>>>,
+    slot: Slot,
 }
 
 /// An argument slot read as the type an operation wants (`undefined` is absent).

@@ -70,30 +70,17 @@ function run(fn, argsJson, w, floor) {
 }
 
 // A solution whose next_step answers `answer` (a function of nothing), and whose
-// deliver_once is the reference. Frees each world when its call returns, as the
-// worker should.
+// deliver_once is the reference.
 function withNextStep(answer) {
   return {
     call(fn, argsJson, world) {
-      try {
-        return fn === "next_step" ? answer() : run(fn, argsJson, world, true);
-      } finally {
-        world.free();
-      }
+      return fn === "next_step" ? answer() : run(fn, argsJson, world, true);
     },
   };
 }
 
 export function reference_solution(floor) {
-  return {
-    call(fn, argsJson, world) {
-      try {
-        return run(fn, argsJson, world, floor);
-      } finally {
-        world.free();
-      }
-    },
-  };
+  return { call: (fn, argsJson, world) => run(fn, argsJson, world, floor) };
 }
 export function throwing_solution() {
   return withNextStep(() => { throw new TypeError("boom"); });
@@ -124,6 +111,19 @@ export function hoarding_solution() {
     },
   };
 }
+// A host that frees the run's world after each call, which the interface says not
+// to do (the world is the run's, src/wasm.rs).
+export function freeing_solution() {
+  return {
+    call(fn, argsJson, world) {
+      try {
+        return run(fn, argsJson, world, true);
+      } finally {
+        world.free();
+      }
+    },
+  };
+}
 export function empty_object() { return {}; }
 export function throwing_getter() { return { get call() { throw new Error("getter"); } }; }
 export function use_kept_world() { return kept.op("kv_get", "sent:x"); }
@@ -149,6 +149,7 @@ extern "C" {
     fn number_solution() -> JsValue;
     fn printing_solution() -> JsValue;
     fn hoarding_solution() -> JsValue;
+    fn freeing_solution() -> JsValue;
     fn empty_object() -> JsValue;
     fn throwing_getter() -> JsValue;
     #[wasm_bindgen(catch)]
@@ -417,6 +418,20 @@ fn a_world_kept_after_its_call_is_detached() {
         message.contains("call that has already returned"),
         "{message}"
     );
+}
+
+#[wasm_bindgen_test]
+fn a_host_that_frees_the_world_gets_errors_not_a_crash() {
+    // The first call's world works; every later call's world was freed by the host,
+    // so its operations throw: those tests are errors, and the grader lives on.
+    let report = grade(&freeing_solution());
+    let all = statuses(&report);
+    assert_eq!(all.len(), report["total"].as_u64().unwrap() as usize);
+    assert!(all.iter().all(|(_, _, s)| s == "pass" || s == "error"));
+    assert!(all.iter().any(|(_, _, s)| s == "error"));
+    assert_eq!(report["status"], "fail");
+    // The next run (a new world) grades the reference as before.
+    assert_eq!(grade(&reference_solution(true))["status"], "pass");
 }
 
 #[wasm_bindgen_test]

@@ -178,8 +178,6 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
       } catch (e) {
         stop(e);
         return gone();
-      } finally {
-        if (world && typeof world.free === 'function') world.free();
       }
     },
     take_output() {

@@ -65,6 +65,14 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
   const takeOutput = bridge.take_output;
   const slot = worldSlotOf(pyodide);
   let bound = false;
+  // Per learner function, its call with the bound world (bridge.bound_caller): only
+  // the arguments' text crosses into Python per call.
+  const boundCalls = new Map();
+  const boundCall = (fnName) => {
+    let f = boundCalls.get(fnName);
+    if (!f) boundCalls.set(fnName, (f = bridge.bound_caller(fnName)));
+    return f;
+  };
   return {
     /** The lab whose calls this interpreter runs from now on. */
     useLab(id) {
@@ -91,17 +99,17 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
     },
     /** One learner call; always answers the JSON text the grader reads. */
     call(fnName, argsJson, world, limitS) {
-      let w = world ?? null;
-      if (bindWorld && w !== null) {
+      const w = world ?? null;
+      const viaSlot = bindWorld && w !== null;
+      if (viaSlot) {
         if (!bound) {
           bridge.bind_world_op(slot.op);
           bound = true;
         }
         slot.current = w;
-        w = true;
       }
       try {
-        return call(fnName, argsJson, w);
+        return viaSlot ? boundCall(fnName)(argsJson) : call(fnName, argsJson, w);
       } catch (e) {
         // bridge.call catches the learner's errors; an interrupt that lands just
         // outside its try, or a fault of the host itself, gets here.
@@ -144,15 +152,9 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   // The object the grader calls into. It runs each learner function with the
   // world the grader passes, and hands back the captured prints per test.
   const solution = {
-    call(fnName, argsJson, world) {
-      try {
-        return py.call(fnName, argsJson, world, lab.time_limit_s);
-      } finally {
-        // The world is valid for this call only; freeing its small JS-owned
-        // wrapper now spares the GC thousands of them per run.
-        if (world && typeof world.free === 'function') world.free();
-      }
-    },
+    // `world` is the run's one World (src/wasm.rs): it answers only while this
+    // call runs, and is not freed here.
+    call: (fnName, argsJson, world) => py.call(fnName, argsJson, world, lab.time_limit_s),
     take_output: () => py.takeOutput(),
   };
 

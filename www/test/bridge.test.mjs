@@ -303,7 +303,6 @@ test('each lab\'s world object answers exactly the operations its registry entry
           }
           assert.throws(() => world.op('constructor'), /no operation `constructor`/);
           assert.throws(() => world.op('kv_get', 'k', 'k', 'k', 'k'), /no operation|takes/);
-          world.free();
         }
         return fn.startsWith('__') ? JSON.stringify({ ok: null }) : JSON.stringify({ error: { kind: 'host', message: 'no' } });
       },
