@@ -57,6 +57,9 @@ DRAIN_TIMEOUT_S = 600
 CRASH_LIMIT = 20
 CHECK_TIMEOUT_S = 60       # loading the file and finding its six pieces
 POLL_S = 0.05
+# Characters kept of a text read back from a table learner code may write (its role
+# can UPDATE `actions`; PostgreSQL's text runs to 1 GB) when the report shows it.
+REPORT_TEXT_CAP = 200
 
 
 def worker_name(i):
@@ -153,6 +156,14 @@ class Worker:
             self.signal(signal.SIGCONT)  # a stopped process cannot end on SIGTERM
         stop_all([self.proc])
 
+
+
+def capped(text):
+    """`text` (None, or read back with at most REPORT_TEXT_CAP + 1 characters) as the
+    report shows it: longer than REPORT_TEXT_CAP, it is cut there and says so."""
+    if isinstance(text, str) and len(text) > REPORT_TEXT_CAP:
+        return text[:REPORT_TEXT_CAP] + f"... [cut at {REPORT_TEXT_CAP} characters]"
+    return text
 
 class Run:
     def __init__(self, solution, seed, actions, kills, workers, freezes, sandbox=True, lease_ms=pieces.Cfg().lease_ms):
@@ -425,9 +436,13 @@ class Run:
     def action_now(self, frozen):
         """What became of a frozen worker's action that no other worker took over:
         the report shows it beside the freeze that made no zombie."""
+        # Cut in the query: a learner's 1 GB state never leaves the server.
         row = self.admin(None, lambda c: c.execute(
-            "SELECT state, owner, epoch, lease_until_ms FROM actions WHERE id = %s", (frozen["action"],)).fetchone())
+            f"SELECT left(state, {REPORT_TEXT_CAP + 1:d}), left(owner, {REPORT_TEXT_CAP + 1:d}), epoch, lease_until_ms"
+            " FROM actions WHERE id = %s", (frozen["action"],)).fetchone())
         now_ms = round((time.monotonic() - self.t0) * 1000)
+        if row:
+            row = (capped(row[0]), capped(row[1]), *row[2:])
         return {"action": frozen["action"], "epoch_frozen": frozen["epoch"], "at_ms": now_ms,
                 **(dict(zip(("state", "owner", "epoch", "lease_until_ms"), row)) if row else {"state": None})}
 
