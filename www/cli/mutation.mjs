@@ -179,7 +179,10 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
       'name = "local"',
       '',
     ].join('\n'));
-    const run = (...args) => execFileSync(COSMIC_RAY, args, { cwd: dir, encoding: 'utf8', maxBuffer: 64 << 20 });
+    // Bounded: each of these is quick, and one that hung would block this process's
+    // event loop, so no test timeout could end it (CI once saw this file stopped at
+    // its 600 s bound with no test reported; the cause is not known).
+    const run = (...args) => execFileSync(COSMIC_RAY, args, { cwd: dir, encoding: 'utf8', maxBuffer: 64 << 20, timeout: 120_000, killSignal: 'SIGKILL' });
     // The channel itself, on the unmutated file: it must say "survived".
     await new Promise((resolve, reject) => {
       const child = spawn(VENV_PY, ['client.py', socket, 'reference.py'], { cwd: dir, stdio: 'ignore' });

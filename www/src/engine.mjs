@@ -109,7 +109,7 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
         slot.current = w;
       }
       try {
-        return viaSlot ? boundCall(fnName)(argsJson) : call(fnName, argsJson, w);
+        return viaSlot ? boundCall(fnName)(argsJson, true) : call(fnName, argsJson, w);
       } catch (e) {
         // bridge.call catches the learner's errors; an interrupt that lands just
         // outside its try, or a fault of the host itself, gets here.
