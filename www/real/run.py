@@ -157,13 +157,13 @@ class Worker:
         stop_all([self.proc])
 
 
-
 def capped(text):
     """`text` (None, or read back with at most REPORT_TEXT_CAP + 1 characters) as the
     report shows it: longer than REPORT_TEXT_CAP, it is cut there and says so."""
     if isinstance(text, str) and len(text) > REPORT_TEXT_CAP:
         return text[:REPORT_TEXT_CAP] + f"... [cut at {REPORT_TEXT_CAP} characters]"
     return text
+
 
 class Run:
     def __init__(self, solution, seed, actions, kills, workers, freezes, sandbox=True, lease_ms=pieces.Cfg().lease_ms):

@@ -65,8 +65,8 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
   const takeOutput = bridge.take_output;
   const slot = worldSlotOf(pyodide);
   let bound = false;
-  // Per learner function, its call with the bound world (bridge.bound_caller): only
-  // the arguments' text crosses into Python per call.
+  // Per learner function, its call with the bound world (bridge.bound_caller): the
+  // function's name is not converted into Python again at each call.
   const boundCalls = new Map();
   const boundCall = (fnName) => {
     let f = boundCalls.get(fnName);

@@ -381,7 +381,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
     state.running -= 1;
     setBusy('run', state.running > 0);
     $('results').removeAttribute('aria-busy');
-    if (!state.running) showBusy(false);
+    if (!state.running && !busy('submit')) showBusy(false);
   }
   const { report, ms, stopped } = outcome;
   state.lastReport = report;
