@@ -68,7 +68,8 @@ const GRADINGS_PER_ENGINE = 20;
  * writes SIGINT into Pyodide's interrupt buffer once a run has lasted `limitS`
  * (this thread is busy in the run meanwhile). The run then reports a timeout, and
  * the mutant is killed, as the page would fail it. Without it one slow mutant of
- * the courier lab held the run for minutes.
+ * the courier lab held the run for minutes. The interrupt is written again each
+ * second until the run ends (the page's runner ends its worker instead).
  */
 export function watchdog(limitS) {
   const shared = new SharedArrayBuffer(8);
@@ -81,8 +82,10 @@ export function watchdog(limitS) {
     for (;;) {
       const n = Atomics.load(runs, 0);
       if (n % 2 === 0) { Atomics.wait(runs, 0, n); continue; }
-      if (Atomics.wait(runs, 0, n, workerData.limitMs) === 'timed-out') Atomics.store(interrupt, 0, 2);
-      Atomics.wait(runs, 0, n); // until this run ends
+      if (Atomics.wait(runs, 0, n, workerData.limitMs) !== 'timed-out') continue;
+      // Again each second until this run ends: one interrupt that does not stop the
+      // run (CI twice saw the endless-loop test spin on past it) must not hold it forever.
+      do Atomics.store(interrupt, 0, 2); while (Atomics.wait(runs, 0, n, 1000) === 'timed-out');
     }`, { eval: true, workerData: { shared, limitMs: limitS * 1000 } });
   worker.unref();
   return {
