@@ -3,8 +3,11 @@
 // the files the sandbox reads, its own session (no signal or terminal reaches
 // anything outside), killed with its parent; rlimits from `prlimit`. It needs no
 // root: bubblewrap uses unprivileged user namespaces. Run as root, the coordinator
-// first drops to user nobody (setpriv), so the sandbox never holds root's uid on
-// the host either.
+// first drops to a uid of the sandbox's own (setpriv; sandboxUid below), so the
+// sandbox never holds root's uid on the host, and no two sandboxes share a uid:
+// RLIMIT_NPROC is counted per uid, and a process may read another's memory
+// (/proc/PID/mem, ptrace) only under the same uid. Without root every sandbox runs
+// as the invoking user; the README says what that leaves shared.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 
@@ -23,6 +26,57 @@ export const RLIMITS = {
 
 const root = () => process.getuid && process.getuid() === 0;
 
+// Sandbox uids: a block of UIDS_PER_OWNER per owning process (the pool's
+// coordinator, a real run), at SANDBOX_UID_BASE + owner pid * UIDS_PER_OWNER. Two
+// live owners have different pids, so their blocks never meet, with no file or
+// lock to share; within a block a uid is taken again only when no process holds
+// it. pid_max is at most 2^22, so every uid stays below 2^31 and clear of the
+// system's (< 65536) and of the usual subordinate ranges (100000 + 65536 * n for
+// a few users). No passwd entry is needed: nothing inside looks one up.
+export const SANDBOX_UID_BASE = 2 ** 30;
+export const UIDS_PER_OWNER = 64;
+const PID_MAX = 2 ** 22;
+let nextInBlock = 0;
+
+/** The uids that some live process runs as (the owners of /proc/PID). */
+export function uidsInUse() {
+  const used = new Set();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try { used.add(fs.statSync(`/proc/${d}`).uid); } catch { /* gone */ }
+  }
+  return used;
+}
+
+/**
+ * A uid of its own for the next sandbox of `ownerPid` (this process by default):
+ * in the owner's block, one no live process holds. Null when not root (setpriv
+ * cannot change uid then) or when all UIDS_PER_OWNER are held.
+ */
+export function sandboxUid(ownerPid = process.pid) {
+  if (!root() || !(Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid < PID_MAX)) return null;
+  const used = uidsInUse();
+  for (let i = 0; i < UIDS_PER_OWNER; i++) {
+    const uid = SANDBOX_UID_BASE + ownerPid * UIDS_PER_OWNER + (nextInBlock++ % UIDS_PER_OWNER);
+    if (!used.has(uid)) return uid;
+  }
+  return null;
+}
+
+/** SIGKILL to every process running as `uid` (a sandbox's, after its run): what
+ *  nothing else ended, whatever its parent. How many there were. */
+export function killUid(uid) {
+  if (!Number.isInteger(uid) || uid < SANDBOX_UID_BASE) return 0;
+  let n = 0;
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (fs.statSync(`/proc/${d}`).uid === uid) { process.kill(Number(d), 'SIGKILL'); n++; }
+    } catch { /* gone */ }
+  }
+  return n;
+}
+
 /** `name`'s absolute path on this process's PATH, or null. */
 function which(name) {
   for (const dir of (process.env.PATH || '').split(':').filter(Boolean)) {
@@ -39,9 +93,11 @@ const TOOLS = { bwrap: 'bubblewrap', prlimit: 'util-linux', setpriv: 'util-linux
 /**
  * The command that runs `argv` (an absolute program and its arguments) jailed,
  * seeing only `readPaths` (absolute files or folders, bound read-only at the same
- * place). Returns { cmd, args }.
+ * place), as `uid` under root (sandboxUid(): one of its own; required then).
+ * `bwrap: false` leaves bubblewrap out (where a container forbids user
+ * namespaces): the uid and the rlimits still hold. Returns { cmd, args, uid }.
  */
-export function jailCommand(argv, readPaths) {
+export function jailCommand(argv, readPaths, { uid = null, bwrap = true } = {}) {
   const limits = Object.entries(RLIMITS).map(([k, v]) => `--${k}=${v}:${v}`);
   const binds = [];
   // /usr holds node and the libraries it links; on a merged-/usr system /lib and
@@ -54,7 +110,7 @@ export function jailCommand(argv, readPaths) {
     else binds.push('--ro-bind', top, top);
   }
   for (const p of readPaths) binds.push('--ro-bind', p, p);
-  const bwrap = [
+  const jail = [
     which('bwrap') ?? 'bwrap',
     '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     '--die-with-parent', '--new-session', '--clearenv',
@@ -65,10 +121,14 @@ export function jailCommand(argv, readPaths) {
     '--', ...argv,
   ];
   const prlimit = [which('prlimit') ?? 'prlimit', ...limits, '--'];
+  if (root() && !(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE)) {
+    throw new Error('jailCommand: under root a sandbox needs a uid of its own (sandboxUid())');
+  }
   const prefix = root()
-    ? [which('setpriv') ?? 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--no-new-privs', '--', ...prlimit]
+    ? [which('setpriv') ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', '--', ...prlimit]
     : prlimit;
-  return { cmd: prefix[0], args: [...prefix.slice(1), ...bwrap] };
+  const inner = bwrap ? jail : argv;
+  return { cmd: prefix[0], args: [...prefix.slice(1), ...inner], uid: root() ? uid : null };
 }
 
 let probed;
@@ -83,7 +143,8 @@ export function jailProblem() {
       probed = `${missing.join(', ')} not found on PATH (Debian's ${[...new Set(missing.map((t) => TOOLS[t]))].join(', ')})`;
       return probed;
     }
-    const { cmd, args } = jailCommand([process.execPath, '-e', 'process.exit(process.pid === 2 ? 0 : 3)'], []);
+    const { cmd, args } = jailCommand([process.execPath, '-e', 'process.exit(process.pid === 2 ? 0 : 3)'], [],
+      { uid: sandboxUid() });
     const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, timeout: 20000 });
     if (r.error) probed = `${cmd} could not be started (${r.error.code || r.error.message})`;
     else if (r.status === 0) probed = '';

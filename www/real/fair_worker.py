@@ -1,13 +1,19 @@
 """A worker of `./lab real --fairness` (fairness.py): claims through the learner's
 `claim` (or the run's FIFO claim), spends the action's service time (a real
-sleep; the action's body says how long), then marks it dispatched and records
-when its message went out (the run's clock, ms).
+sleep; the action's body says how long), then marks it dispatched.
 
     python fair_worker.py --solution FILE --dsn DSN --name f1 --claim yours|fifo
 
-Once loaded and connected it prints "ready" and reads the run's clock start (t0,
-time.monotonic() in the run) from its stdin: the load starts only when every
-worker is up, so no worker's start-up time counts as waiting.
+It reads its role's password from its stdin's first line; once loaded and
+connected it prints "ready" and reads the run's clock start (t0, time.monotonic()
+in the run) from the next: the load starts only when every worker is up, so no
+worker's start-up time counts as waiting.
+
+It measures nothing: it runs in the learner's sandbox, where the learner's code
+could rewrite anything it does. The run takes every time from the database's own
+record of the claims and dispatches (pg.AUDIT_SQL, written by a trigger with the
+server's clock and the writer's login role) and checks that record for what an
+honest worker does: one action at a time, each for its whole service time.
 """
 
 import argparse
@@ -59,11 +65,12 @@ def main(argv=None):
     p.add_argument("--claim", choices=("yours", "fifo"), required=True)
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
+    dsn = labdb.dsn_with_password(a.dsn, sys.stdin.readline())
     claim = pieces.load_solution(a.solution).claim if a.claim == "yours" else fifo_claim
     cfg = pieces.Cfg()
-    db = labdb.Connection(a.dsn)
+    db = labdb.Connection(dsn)
     try:
-        with psycopg.connect(a.dsn, autocommit=True) as run:
+        with psycopg.connect(dsn, autocommit=True) as run:
             db.execute("SELECT 1").fetchone()
             print("ready", flush=True)
             clock = pieces.Clock(float(sys.stdin.readline()))
@@ -79,10 +86,8 @@ def main(argv=None):
                 if body is None:
                     raise ValueError(f"claim returned action {action}, which does not exist")
                 time.sleep(int(body[0].split()[1]) / 1000)
-                cur = run.execute("UPDATE actions SET state = 'dispatched' WHERE id = %s AND epoch = %s "
-                                  "AND state = 'claimed'", (action, epoch))
-                if cur.rowcount == 1:
-                    run.execute("INSERT INTO fair_done (action_id, done_ms) VALUES (%s, %s)", (action, clock.now_ms()))
+                run.execute("UPDATE actions SET state = 'dispatched' WHERE id = %s AND epoch = %s "
+                            "AND state = 'claimed'", (action, epoch))
     except Stop:
         return 0
     finally:

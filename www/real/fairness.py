@@ -12,10 +12,19 @@ the time from arrival to the message's effect, against the same claim's
 every-store-equal run. The learner's claim passes when it stays within 10%
 (MAX_RATIO); FIFO's rows are shown beside it and not graded.
 
-The effect here is the worker's "message out" after the action's service time (a
-real sleep, SERVICE_MS): the benchmark measures the scheduler, so it leaves out
-the provider's seeded faults (timeouts, lagging lookups), which would put seconds
-of noise into a p95 measured in tens of ms.
+The effect here is the worker's dispatch after the action's service time (a real
+sleep, SERVICE_MS): the benchmark measures the scheduler, so it leaves out the
+provider's seeded faults (timeouts, lagging lookups), which would put seconds of
+noise into a p95 measured in tens of ms.
+
+Every time is the run's own: an action's arrival, claim and dispatch are read from
+the database's record (pg.AUDIT_SQL: a trigger the learner's roles cannot reach,
+the server's clock, the writer's login role), never from the workers, which run
+the learner's code. Each worker has a role of its own, and the record must show
+what an honest worker does (`served`): each action dispatched by the worker that
+claimed it, at that claim's epoch, no sooner than its service time after the claim,
+one action at a time. A load whose record shows otherwise is not measured: the
+fairness run fails with what the record showed.
 """
 
 import math
@@ -40,7 +49,8 @@ BULK_AT_S = 2.0           # in the bulk load, the noisy store's whole share arri
 SERVICE_MS = (20, 80)     # a worker's time on one action (uniform): ~54% busy
 MAX_RATIO = 1.10
 ROUNDS_MAX = 3            # rounds of the three loads while a graded row fails
-ROLE = "fair"             # the fairness workers' database role
+ROLES = tuple(f"f{i}" for i in range(WORKERS))   # each fairness worker's own database role and name
+SLACK_MS = 1              # the record's times are rounded floats of one clock
 WARM_UP_S = 2.0           # a load before the measured ones, not counted
 DRAIN_TIMEOUT_S = 60
 LOADS = ("every store equal", "one store 10x, steady", "one store 10x, all at once")
@@ -84,28 +94,28 @@ class Fairness:
     of child processes, so Ctrl+C ends the fairness workers too."""
 
     def __init__(self, cluster, solution, jail, seed, procs, load_s=LOAD_S):
-        self.dsn, self.solution, self.jail, self.seed, self.procs, self.load_s = (
-            cluster.dsn, solution, jail, seed, procs, load_s)
-        # The workers run the learner's claim: a login role of the learner's, like
-        # the chaos run's workers (pg.create_audit), never the cluster's superuser.
-        self.worker_dsn = cluster.dsn_as(ROLE)
+        self.cluster, self.dsn, self.solution, self.jail, self.seed, self.procs, self.load_s = (
+            cluster, cluster.dsn, solution, jail, seed, procs, load_s)
 
     def one_load(self, claim, load, load_s=None):
         arr = arrivals(self.seed, load, load_s or self.load_s)
         with psycopg.connect(self.dsn, autocommit=True) as admin:
             admin.execute("TRUNCATE actions, stores, outbox, webhook_events")
-            admin.execute("DROP TABLE IF EXISTS fair_done")
-            admin.execute("CREATE TABLE fair_done (action_id INTEGER PRIMARY KEY, done_ms INTEGER NOT NULL)")
-            admin.execute("GRANT SELECT, INSERT ON fair_done TO learner")
             admin.cursor().executemany("INSERT INTO stores (store, last_served_ms) VALUES (%s, 0)",
                                        [(store_name(s),) for s in range(STORES)])
+            since = admin.execute("SELECT coalesce(max(seq), 0) FROM audit.writes").fetchone()[0]
+        # The workers run the learner's claim, each as a login role of its own (like
+        # the chaos run's workers, pg.create_audit), never the cluster's superuser.
         workers = [subprocess.Popen(
             self.jail.argv([sys.executable, os.path.join(HERE, "fair_worker.py"), "--solution", self.solution,
-                            "--dsn", self.worker_dsn, "--name", f"f{i}", "--claim", claim]),
+                            "--dsn", self.cluster.dsn_as(role), "--name", role, "--claim", claim]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for i in range(WORKERS)]
+            for role in ROLES]
         self.procs.extend(workers)
         try:
+            for w, role in zip(workers, ROLES):
+                w.stdin.write(self.cluster.password(role) + "\n")
+                w.stdin.flush()
             # Every worker up and connected before the load's clock starts.
             for w in workers:
                 if w.stdout.readline().strip() != "ready":
@@ -118,7 +128,7 @@ class Fairness:
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
             with psycopg.connect(self.dsn, autocommit=True) as admin:
                 while time.monotonic() < deadline:
-                    done = admin.execute("SELECT count(*) FROM fair_done").fetchone()[0]
+                    done = admin.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
                     if done >= len(arr):
                         break
                     crashed = [w for w in workers if w.poll() is not None]
@@ -129,14 +139,20 @@ class Fairness:
                 else:
                     raise FairnessError(f"the {load} load did not drain within {DRAIN_TIMEOUT_S} s with the "
                                         f"{'FIFO' if claim == 'fifo' else 'your'} claim ({done} of {len(arr)})")
-                rows = admin.execute("SELECT action_id, done_ms FROM fair_done").fetchall()
+                writes = admin.execute(
+                    "SELECT at_ms, who, action_id, op, old_state, old_owner, old_epoch, new_owner, new_epoch, "
+                    "new_state FROM audit.writes WHERE seq > %s ORDER BY seq", (since,)).fetchall()
         finally:
             stop_all(workers)
             for w in workers:
                 self.procs.remove(w)
-        done = dict(rows)
-        # ids are 1.. in arrival order (see _arrive)
-        others = [done[i + 1] - t for i, (t, store, _) in enumerate(arr) if store != 0]
+        try:
+            waits = served(writes, arr)
+        except UntrustedRecord as e:
+            raise FairnessError(f"the {load} load with the {'FIFO' if claim == 'fifo' else 'your'} claim was not "
+                                f"measured: {e}") from None
+        # ids are 1.. in arrival order (see _arrive); the noisy store is store 0
+        others = [waits[i + 1] for i, (_, store, _) in enumerate(arr) if store != 0]
         return p95(others), len(arr)
 
     def _arrive(self, arr, t0):
@@ -200,7 +216,51 @@ class Fairness:
 
 
 class FairnessError(RuntimeError):
-    """A fairness pass could not finish: a worker crashed, or a load did not drain."""
+    """A fairness pass could not finish: a worker crashed, a load did not drain, or
+    its record shows work no honest worker does."""
+
+
+class UntrustedRecord(ValueError):
+    """A load's record (pg.AUDIT_SQL) shows what no honest fairness worker does."""
+
+
+def served(writes, arr):
+    """Each action's wait, from its arrival to its dispatch, in ms, read from a load's
+    record alone: `writes` are audit.writes rows (at_ms, who, action_id, op,
+    old_state, old_owner, old_epoch, new_owner, new_epoch, new_state) in order;
+    `arr` the load's arrivals (action i + 1 is arr[i], its service time arr[i][2]).
+    Raises UntrustedRecord when an action was not served by an honest worker: a
+    dispatch by anyone but the claim's own worker at its epoch, one sooner than the
+    service time after its claim, or a worker serving two actions at once."""
+    arrived, claims, done, spans = {}, {}, {}, {}
+    for at, who, action, op, old_state, old_owner, old_epoch, new_owner, new_epoch, new_state in writes:
+        if op == "INSERT":
+            arrived.setdefault(action, at)
+        elif new_state == "claimed" and new_owner == who and old_epoch is not None and new_epoch > old_epoch:
+            claims[(action, new_epoch)] = (who, at)
+        elif old_state == "claimed" and new_state == "dispatched":
+            claim = claims.get((action, new_epoch))
+            if claim is None or claim[0] != who or old_owner != who or new_epoch != old_epoch or action in done:
+                raise UntrustedRecord(f"action {action} was marked dispatched by {who!r}, which did not hold its "
+                                      "claim at that epoch")
+            if not 0 < action <= len(arr):
+                raise UntrustedRecord(f"action {action} is not one of the load's")
+            service_ms = arr[action - 1][2]
+            if at - claim[1] < service_ms - SLACK_MS:
+                raise UntrustedRecord(f"worker {who!r} dispatched action {action} {at - claim[1]:.0f} ms after "
+                                      f"claiming it, before its {service_ms} ms service time was over")
+            done[action] = at
+            spans.setdefault(who, []).append((claim[1], at, action))
+    for who, ss in spans.items():
+        ss.sort()
+        for (_, end, a), (start, _, b) in zip(ss, ss[1:]):
+            if start < end - SLACK_MS:
+                raise UntrustedRecord(f"worker {who!r} claimed action {b} while it still served action {a}")
+    missing = [i for i in range(1, len(arr) + 1) if i not in done or i not in arrived]
+    if missing:
+        raise UntrustedRecord(f"{len(missing)} of the load's {len(arr)} actions (the first: {missing[0]}) were not "
+                              "dispatched by a worker that had claimed them")
+    return {a: done[a] - arrived[a] for a in done}
 
 
 def text(f):

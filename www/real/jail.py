@@ -2,8 +2,10 @@
 workers) in `./lab grade`'s sandbox (www/cli/jail.mjs, through jail_command.mjs):
 bubblewrap with no network (they reach PostgreSQL, the provider and the provider
 reaches the receiver through Unix sockets bound in), a read-only view of only the
-files they need, uid nobody under root, rlimits. Where the sandbox does not work
-(no bubblewrap, no user namespaces), they run as plain processes, and the run says so.
+files they need, rlimits, and under root a uid of the run's own (jail.mjs's
+sandboxUid: no other sandbox, run, server or coordinator has it), which
+`kill_uid` empties at the end. Where the sandbox does not work (no bubblewrap, no
+user namespaces), they run as plain processes, and the run says so.
 """
 
 import json
@@ -20,14 +22,16 @@ class Jail:
         """`read_paths`: what the processes read besides /usr (the venv and
         www/real are added). `use=False` runs them unjailed (the tests of the parts)."""
         paths = sorted({sys.prefix, HERE, *read_paths})
+        self.uid = None
         if not use:
             self.prefix, self.problem = [], "--no-sandbox"
             return
-        out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), *paths], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), "--owner-pid", str(os.getpid()), *paths],
+                             capture_output=True, text=True, timeout=60)
         got = json.loads(out.stdout) if out.returncode == 0 else {"problem": out.stderr.strip()[-500:], "prefix": []}
         self.problem = got["problem"]
         self.prefix = got["prefix"] if not self.problem else []
+        self.uid = got.get("uid") if not self.problem else None
 
     @property
     def on(self):
@@ -90,6 +94,24 @@ def kill_tree(proc):
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def kill_uid(uid):
+    """SIGKILL to every process running as `uid` (a Jail's `uid`: the run's sandbox
+    uid, which jail.mjs gave it and no one else has): whatever its learner code
+    left, however it got away from its parent. How many there were."""
+    if not isinstance(uid, int) or uid <= 0:
+        return 0
+    n = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.stat(f"/proc/{d}").st_uid == uid:
+                    os.kill(int(d), signal.SIGKILL)
+                    n += 1
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return n
 
 
 def sweep(marker):

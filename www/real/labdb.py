@@ -45,6 +45,20 @@ def is_dml(sql):
     return _DML_START.match(sql) is not None
 
 
+# A run's password for a learner role: secrets.token_hex's alphabet and size.
+_PASSWORD = re.compile(r"[0-9a-f]{16,128}")
+
+
+def dsn_with_password(dsn, line):
+    """`dsn` with the password its process was handed (`line`: the first line of its
+    stdin, the run's; a password is never in a command line, where /proc shows it
+    to every user of the machine)."""
+    pw = line.strip()
+    if not _PASSWORD.fullmatch(pw):
+        raise SystemExit("no database password on the first line of stdin (the run writes it there)")
+    return f"{dsn} password={pw}"
+
+
 class DatabaseUnavailable(sqlite3.OperationalError):
     """The server cannot be reached (down, restarting, or the connection was cut):
     an sqlite3.OperationalError to the learner's code, as lab.md promises, and a

@@ -3,13 +3,21 @@ a temporary folder, reached only through a Unix socket there (no TCP port), fsyn
 on, crashed on purpose (`crash`: `pg_ctl stop -m immediate`, then `start` runs real
 crash recovery) and gone, folder and processes, when it is closed.
 
-PostgreSQL refuses to run as root: under root the cluster's files and processes
-belong to `nobody` (setpriv), as the grading sandbox's do.
+Who may log in (HBA below): every role authenticates. Under root the server runs as
+Debian's `postgres` user (PostgreSQL refuses root, and needs a user it can look
+up), never a uid any sandbox has; the superuser logs in only by peer
+authentication from root, which no sandbox is; each learner role (`create_audit`)
+by scram-sha-256 with a random password of the run's, handed to its one process
+alone (on its stdin, never in a command line). Without root the server runs as the
+invoking user, and the superuser has a random password too, held only in the run's
+own memory. Learner roles are plain (no superuser, role, database or replication
+rights), may use only the lab's four tables, and connect to no other database.
 """
 
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,6 +30,20 @@ import psycopg.sql
 SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "..", "src", "courier", "schema.sql")
 DATABASE = "courier"
 USER = "lab"
+SERVER_OS_USER = "postgres"   # Debian's, made by its `postgresql` package
+# Connections a learner role may hold at once: its process's own, with room for a
+# reconnect; so the learner's roles together cannot fill max_connections, and the
+# superuser keeps reserved connections of its own anyway.
+LEARNER_CONNECTION_LIMIT = 4
+
+
+def hba(superuser_by_peer):
+    """pg_hba.conf: the only lines there are. No TCP (the server listens on none),
+    no trust anywhere; the superuser by peer from root (a map, `run`) or by
+    password; every other role by password, to the lab's database only."""
+    su = f"local all {USER} peer map=run" if superuser_by_peer else f"local all {USER} scram-sha-256"
+    return (f"# delivery-lab's real run: every role authenticates.\n{su}\n"
+            f"local {DATABASE} all scram-sha-256\n")
 
 
 # The run's record of every change to an action's row (its claim, lease and state),
@@ -31,7 +53,13 @@ USER = "lab"
 # SET ROLE and SET SESSION AUTHORIZATION are not open to them either. Times are the
 # run's clock (ms since its start), from the server's clock.
 AUDIT_SQL = """
-CREATE ROLE learner NOLOGIN;
+CREATE ROLE learner NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
+REVOKE ALL ON DATABASE courier FROM PUBLIC;
+GRANT CONNECT ON DATABASE courier TO learner;
+REVOKE ALL ON DATABASE postgres FROM PUBLIC;
+REVOKE ALL ON DATABASE template1 FROM PUBLIC;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
+GRANT USAGE ON SCHEMA public TO learner;
 GRANT SELECT, INSERT, UPDATE, DELETE ON actions, stores, outbox, webhook_events TO learner;
 CREATE SCHEMA audit;
 REVOKE ALL ON SCHEMA audit FROM PUBLIC;
@@ -47,20 +75,28 @@ CREATE TABLE audit.writes (
   old_epoch          integer,
   old_lease_until_ms bigint,
   new_owner          text,
-  new_epoch          integer
+  new_epoch          integer,
+  op                 text NOT NULL,
+  new_state          text
 );
 CREATE FUNCTION audit.now_ms() RETURNS double precision LANGUAGE sql STABLE AS
   $$ SELECT (extract(epoch FROM clock_timestamp()) - t0_epoch_s) * 1000 FROM audit.run $$;
 CREATE FUNCTION audit.log_action() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  INSERT INTO audit.writes (at_ms, who, tbl, action_id, old_state, old_owner, old_epoch,
-                            old_lease_until_ms, new_owner, new_epoch)
-  VALUES (audit.now_ms(), session_user, 'actions', NEW.id, OLD.state, OLD.owner, OLD.epoch,
-          OLD.lease_until_ms, NEW.owner, NEW.epoch);
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO audit.writes (at_ms, who, tbl, action_id, new_owner, new_epoch, op, new_state)
+    VALUES (audit.now_ms(), session_user, 'actions', NEW.id, NEW.owner, NEW.epoch, TG_OP, NEW.state);
+  ELSE
+    INSERT INTO audit.writes (at_ms, who, tbl, action_id, old_state, old_owner, old_epoch,
+                              old_lease_until_ms, new_owner, new_epoch, op, new_state)
+    VALUES (audit.now_ms(), session_user, 'actions', NEW.id, OLD.state, OLD.owner, OLD.epoch,
+            OLD.lease_until_ms, NEW.owner, NEW.epoch, TG_OP, NEW.state);
+  END IF;
   RETURN NEW;
 END $$;
-CREATE TRIGGER audit_actions AFTER UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION audit.log_action();
+-- Inserts too: the fairness run reads each action's arrival from here.
+CREATE TRIGGER audit_actions AFTER INSERT OR UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION audit.log_action();
 """
 
 
@@ -97,26 +133,64 @@ class Cluster:
         self.sockets = os.path.join(self.root, "sockets")
         os.mkdir(self.sockets)
         self._as = []
-        if os.geteuid() == 0:
-            nobody = pwd.getpwnam("nobody")
-            for d in (self.root, self.sockets):
-                os.chown(d, nobody.pw_uid, nobody.pw_gid)
-            self._as = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
-        os.chmod(self.root, 0o755)
-        os.chmod(self.sockets, 0o755)
-        self.dsn = f"host={self.sockets} port=5432 dbname={DATABASE} user={USER}"
+        self.by_peer = os.geteuid() == 0
+        self._passwords = {}
         try:
-            self._run("initdb", "-D", self.data, "-U", USER, "--auth=trust", "-E", "UTF8",
-                      "--no-instructions", "--no-sync")
+            if self.by_peer:
+                try:
+                    server = pwd.getpwnam(SERVER_OS_USER)
+                except KeyError:
+                    raise PostgresMissing(f"the OS user {SERVER_OS_USER!r} that Debian's `postgresql` makes is "
+                                          "missing: the server runs as it under root") from None
+                for d in (self.root, self.sockets):
+                    os.chown(d, server.pw_uid, server.pw_gid)
+                self._as = ["setpriv", f"--reuid={server.pw_uid}", f"--regid={server.pw_gid}", "--clear-groups"]
+            os.chmod(self.root, 0o755)
+            os.chmod(self.sockets, 0o755)
+            self._base = f"host={self.sockets} port=5432 dbname={DATABASE}"
+            # The superuser's password (used only without root) is set by initdb from
+            # a file that lives for that one command.
+            pw_file = os.path.join(self.root, "superuser-password")
+            fd = os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self._password(USER) + "\n")
+            if self._as:
+                os.chown(pw_file, server.pw_uid, server.pw_gid)
+            try:
+                self._run("initdb", "-D", self.data, "-U", USER, f"--pwfile={pw_file}", "--auth=scram-sha-256",
+                          "-E", "UTF8", "--no-instructions", "--no-sync")
+            finally:
+                os.unlink(pw_file)
+            with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
+                f.write(hba(self.by_peer))
+            with open(os.path.join(self.data, "pg_ident.conf"), "w") as f:
+                f.write("# the run's superuser: root alone (peer)\nrun root " + USER + "\n")
             with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
                 conf.write(
                     "\n# delivery-lab's real run: a socket in the cluster's own folder, no TCP.\n"
                     f"listen_addresses = ''\nunix_socket_directories = '{self.sockets}'\n"
                     "fsync = on\nsynchronous_commit = on\nmax_connections = 50\n"
-                    "shared_buffers = 32MB\nlog_min_messages = warning\n")
+                    "shared_buffers = 32MB\nlog_min_messages = warning\n"
+                    "password_encryption = 'scram-sha-256'\n")
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
+
+    def _password(self, role):
+        """`role`'s password, drawn once per run (secrets), never written anywhere
+        but the server's own (hashed) record."""
+        return self._passwords.setdefault(role, secrets.token_hex(24))
+
+    @property
+    def dsn(self):
+        """The superuser's connection, for the run's own (trusted) use in this process."""
+        return self._base + f" user={USER}" + ("" if self.by_peer else f" password={self._password(USER)}")
+
+    def password(self, role):
+        """A learner role's password: handed to that role's process alone, on its stdin."""
+        if role not in self._passwords or role == USER:
+            raise KeyError(f"no learner role {role!r} in this run")
+        return self._passwords[role]
 
     def _run(self, tool, *args):
         r = subprocess.run([*self._as, os.path.join(self.bin, tool), *args],
@@ -154,11 +228,20 @@ class Cluster:
             conn.execute(AUDIT_SQL)
             conn.execute("INSERT INTO audit.run (t0_epoch_s) VALUES (%s)", (t0_epoch_s,))
             for role in roles:
-                conn.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN IN ROLE learner").format(psycopg.sql.Identifier(role)))
+                conn.execute(psycopg.sql.SQL(
+                    "CREATE ROLE {} LOGIN PASSWORD {} IN ROLE learner CONNECTION LIMIT {} "
+                    "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(
+                    psycopg.sql.Identifier(role), psycopg.sql.Literal(self._password(role)),
+                    psycopg.sql.Literal(LEARNER_CONNECTION_LIMIT)))
 
     def dsn_as(self, role):
-        """The cluster's DSN for a login role of `create_audit`."""
-        return self.dsn.replace(f"user={USER}", f"user={role}")
+        """The cluster's DSN for a login role of `create_audit`, without its password
+        (`password(role)`, which its process reads from its stdin)."""
+        return self._base + f" user={role}"
+
+    def login(self, role):
+        """`dsn_as(role)` with the password in it: for this process's own use (tests)."""
+        return self.dsn_as(role) + f" password={self.password(role)}"
 
     def close(self):
         """Stops the server (fast, or immediate if that fails) and removes its folder.

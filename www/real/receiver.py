@@ -3,7 +3,7 @@ each webhook the provider posts to the learner's on_webhook, on the run's
 PostgreSQL; on loopback, or on a Unix socket the run made and hands it (the run's
 own receiver is sandboxed, with no network).
 
-    python receiver.py --solution FILE --dsn DSN [--listen-fd N]
+    python receiver.py --solution FILE --dsn DSN [--listen-fd N] [--password-stdin]
 
 Prints its URL on the first line of stdout (or "listening", with --listen-fd). A
 webhook that on_webhook raises on (the database restarting, say) is answered 500,
@@ -81,9 +81,11 @@ def main(argv=None):
     p.add_argument("--dsn", required=True)
     p.add_argument("--listen-fd", type=int,
                    help="serve on this inherited, listening Unix socket (the run's, when sandboxed: no network)")
+    p.add_argument("--password-stdin", action="store_true", help="the role's password is stdin's first line")
     a = p.parse_args(argv)
+    dsn = labdb.dsn_with_password(a.dsn, sys.stdin.readline()) if a.password_stdin else a.dsn
     solution = pieces.load_solution(a.solution)
-    db = labdb.Connection(a.dsn)
+    db = labdb.Connection(dsn)
     if a.listen_fd is None:
         server = http.server.HTTPServer(("127.0.0.1", 0), make_handler(solution, db))
         url = f"http://127.0.0.1:{server.server_address[1]}/webhook"

@@ -67,7 +67,7 @@ def worker_name(i):
 
 
 def readable_copy(path, folder):
-    """`path` copied into a new `folder` that the sandbox's user (nobody, under
+    """`path` copied into a new `folder` that the sandbox's user (its own uid, under
     root) can read, wherever the original was; the copy's path."""
     os.mkdir(folder)
     os.chmod(folder, 0o755)
@@ -94,8 +94,10 @@ class Worker:
         self.proc = subprocess.Popen(
             self.run.jail.argv([sys.executable, WORKER, "--solution", self.run.solution,
                                 "--dsn", self.run.cluster.dsn_as(self.name), "--provider", self.run.learner_provider,
-                                "--name", self.name, "--t0", repr(self.run.t0), "--lease-ms", str(self.run.lease_ms)]),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                "--name", self.name, "--t0", repr(self.run.t0), "--lease-ms", str(self.run.lease_ms),
+                                "--password-stdin"]),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        hand_password(self.proc, self.run.cluster.password(self.name))
         self.frozen = None
 
     def own_pid(self):
@@ -157,6 +159,16 @@ class Worker:
         stop_all([self.proc])
 
 
+def hand_password(proc, password):
+    """`password` on `proc`'s stdin, which then closes: its database role's, for it
+    alone (not in its command line, which /proc shows to every user)."""
+    try:
+        proc.stdin.write(password + "\n")
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # it ended already: the run sees that as it sees any end
+
+
 def capped(text):
     """`text` (None, or read back with at most REPORT_TEXT_CAP + 1 characters) as the
     report shows it: longer than REPORT_TEXT_CAP, it is cut there and says so."""
@@ -173,6 +185,7 @@ class Run:
         self.freezes = freezes
         self.rng = random.Random(seed)
         self.cluster = None
+        self.jail = None
         self.procs = []
         self.workers = []
         self.done = {"kills": 0, "freezes": 0, "db_restarts": 0, "zombies": 0}
@@ -188,7 +201,7 @@ class Run:
         # The run's clock starts here, for the workers (monotonic) and for the
         # database's record of the claims (wall clock, read at the same moment).
         self.t0, t0_wall = time.monotonic(), time.time()
-        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER, fairness.ROLE], t0_wall)
+        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER, *fairness.ROLES], t0_wall)
         # The learner's code sees the run's sockets and its own file, nothing else
         # of the run's (not the provider's log, not the cluster's files).
         learner = os.path.join(self.cluster.root, "learner")
@@ -202,9 +215,11 @@ class Run:
             listener.listen(64)
             receiver = subprocess.Popen(
                 self.jail.argv([sys.executable, os.path.join(HERE, "receiver.py"), "--solution", self.solution,
-                                "--dsn", self.cluster.dsn_as(RECEIVER), "--listen-fd", str(listener.fileno())]),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                "--dsn", self.cluster.dsn_as(RECEIVER), "--listen-fd", str(listener.fileno()),
+                                "--password-stdin"]),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 pass_fds=[listener.fileno()])
+            hand_password(receiver, self.cluster.password(RECEIVER))
         self.procs.append(receiver)
         first_line(receiver, "the webhook receiver")
         self.log_file = os.path.join(self.cluster.root, "provider.log")
@@ -236,8 +251,11 @@ class Run:
         stop_all(self.procs)
         if self.cluster:
             self.cluster.close()
-            # Whatever a kill at a sandbox's start left orphaned names the run's folder.
+            # Whatever a kill at a sandbox's start left orphaned names the run's folder;
+            # whatever the learner's code left runs as the run's sandbox uid.
             jail.sweep(self.cluster.root)
+            if self.jail is not None:
+                jail.kill_uid(self.jail.uid)
 
     # -- the chaos ----------------------------------------------------------
 
@@ -469,11 +487,11 @@ class Run:
             # action it owned (a zombie that lost its claim writes nothing).
             claim = "new_owner = who AND new_epoch > old_epoch"
             healthy_steals = c.execute(
-                f"SELECT count(*) FROM audit.writes WHERE {claim} AND old_state = 'claimed' "
+                f"SELECT count(*) FROM audit.writes WHERE op = 'UPDATE' AND {claim} AND old_state = 'claimed' "
                 "AND old_lease_until_ms > at_ms + %s", (LEASE_SLACK_MS,)).fetchone()[0]
             foreign_writes = c.execute(
-                f"SELECT count(*) FROM audit.writes WHERE NOT ({claim}) AND old_owner IS DISTINCT FROM who"
-            ).fetchone()[0]
+                f"SELECT count(*) FROM audit.writes WHERE op = 'UPDATE' AND NOT ({claim}) "
+                "AND old_owner IS DISTINCT FROM who").fetchone()[0]
         differ = sum(1 for a, s in final.items() if outbox.get(int(a)) != s)
         crashes_db_up = sum(w.crashes_db_up for w in self.workers)
         zero = lambda name, v: {"name": name, "value": v, "must": 0, "ok": v == 0}  # noqa: E731
@@ -494,7 +512,8 @@ class Run:
         return {
             "lab": "courier", "mode": "real", "seed": self.seed,
             "passed": drained and all(r["ok"] for r in rows),
-            "sandbox": {"on": self.jail.on, **({} if self.jail.on else {"why_not": self.jail.problem})},
+            "sandbox": {"on": self.jail.on, **({"uid": self.jail.uid} if self.jail.uid is not None else {}),
+                        **({} if self.jail.on else {"why_not": self.jail.problem})},
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"], **({"gave_up": self.gave_up} if self.gave_up else {}),
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
@@ -571,15 +590,17 @@ def main(argv=None):
         os.chmod(tmp, 0o755)
         folder = os.path.join(tmp, "learner")
         copy = readable_copy(solution, folder)
+        checker = jail.Jail([folder], use=not a.no_sandbox)
         try:
-            check = subprocess.run(jail.Jail([folder], use=not a.no_sandbox).argv(
-                [sys.executable, WORKER, "--check", "--solution", copy]), capture_output=True, text=True,
-                timeout=CHECK_TIMEOUT_S)
+            check = subprocess.run(checker.argv([sys.executable, WORKER, "--check", "--solution", copy]),
+                                   capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             jail.sweep(tmp)
             print(f"./lab real: loading {solution} took longer than {CHECK_TIMEOUT_S} s (code that runs at import "
                   "and does not end?)", file=sys.stderr)
             return 2
+        finally:
+            jail.kill_uid(checker.uid)  # what the code at import started, wherever it went
     if check.returncode != 0:
         print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
         return 2

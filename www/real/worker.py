@@ -1,7 +1,7 @@
 """A real worker process of the courier lab's real run: the learner's pieces in a
 loop, in real time, on the run's PostgreSQL (labdb) and the provider over HTTP.
 
-    python worker.py --solution FILE --dsn DSN --provider URL --name w1 --t0 T0
+    python worker.py --solution FILE --dsn DSN --provider URL --name w1 --t0 T0 [--password-stdin]
 
 The loop is the simulator's (src/courier/sim.rs): with no job, claim one (or rest
 IDLE_MS); with a job, write the intent, then deliver_step until it is done or
@@ -81,12 +81,13 @@ def main(argv=None):
     p.add_argument("--name", required=not ("--check" in (argv or sys.argv)))
     p.add_argument("--t0", required=not ("--check" in (argv or sys.argv)), type=float)
     p.add_argument("--lease-ms", type=int, default=pieces.Cfg().lease_ms, help="cfg.lease_ms (default: lab.md's)")
+    p.add_argument("--password-stdin", action="store_true", help="the role's password is stdin's first line")
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     solution = pieces.load_solution(a.solution)
     if a.check:
         return 0
-    db = labdb.Connection(a.dsn)
+    db = labdb.Connection(labdb.dsn_with_password(a.dsn, sys.stdin.readline()) if a.password_stdin else a.dsn)
     try:
         run(solution, db, a.provider, a.name, pieces.Clock(a.t0), pieces.Cfg(lease_ms=a.lease_ms))
     except Stop:

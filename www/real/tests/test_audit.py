@@ -22,7 +22,7 @@ def audited():
 
 
 def as_worker(cluster, role):
-    return psycopg.connect(cluster.dsn_as(role), autocommit=True)
+    return psycopg.connect(cluster.login(role), autocommit=True)
 
 
 def test_each_change_to_an_action_is_recorded_with_its_writer_and_the_run_clock(audited):
@@ -33,7 +33,9 @@ def test_each_change_to_an_action_is_recorded_with_its_writer_and_the_run_clock(
         w1.execute("UPDATE actions SET lease_until_ms = 9000 WHERE id = 1")  # a write to w0's claim
     with psycopg.connect(audited.dsn, autocommit=True) as admin:
         rows = admin.execute("SELECT who, old_owner, old_epoch, new_owner, new_epoch, at_ms FROM audit.writes "
-                             "ORDER BY seq").fetchall()
+                             "WHERE op = 'UPDATE' ORDER BY seq").fetchall()
+        inserted = admin.execute("SELECT who, action_id, new_state FROM audit.writes WHERE op = 'INSERT'").fetchall()
+    assert inserted == [("lab", 1, "pending")]
     assert [r[:5] for r in rows] == [("w0", None, 0, "w0", 1), ("w1", "w0", 1, "w0", 1)]
     assert all(0 <= r[5] < 60_000 for r in rows), rows
 

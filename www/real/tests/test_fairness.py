@@ -11,6 +11,8 @@ import sys
 import tempfile
 import time
 
+import pytest
+
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 sys.path.insert(0, REAL)
@@ -38,7 +40,7 @@ def fairness_run(solution, seed):
     """A short run (4 s loads) of `solution`: its result and JSON report, once no
     process and no file of it is left."""
     # A temporary folder of this run's own (other runs may share /tmp), which the
-    # cluster's user (nobody, under root) can enter.
+    # cluster's user (postgres, under root) can enter.
     tmp = tempfile.mkdtemp(prefix="fairness-test-")
     os.chmod(tmp, 0o755)
     r = subprocess.run([sys.executable, os.path.join(REAL, "run.py"), solution, "--actions", "30", "--kills", "0",
@@ -120,3 +122,73 @@ def test_a_sigterm_in_the_middle_of_the_fairness_run_leaves_nothing_behind():
     left = os.listdir(tmp)
     os.rmdir(tmp) if not left else None
     assert not left, f"the run left {left}"
+
+
+# The load's record as fairness.served reads it: (at_ms, who, action, op, old_state,
+# old_owner, old_epoch, new_owner, new_epoch, new_state).
+def arrived(at, action):
+    return (at, "lab", action, "INSERT", None, None, None, None, 0, "pending")
+
+
+def claimed(at, who, action, epoch=1):
+    return (at, who, action, "UPDATE", "pending", None, epoch - 1, who, epoch, "claimed")
+
+
+def dispatched(at, who, action, epoch=1, owner=None):
+    return (at, who, action, "UPDATE", "claimed", owner or who, epoch, owner or who, epoch, "dispatched")
+
+
+ARR = [(0, 1, 30), (5, 2, 40)]   # action 1: store 1, 30 ms of service; action 2: store 2, 40 ms
+
+
+def test_served_reads_each_wait_from_the_record_alone():
+    rec = [arrived(0.0, 1), arrived(5.0, 2), claimed(1.0, "f0", 1), claimed(6.0, "f1", 2),
+           dispatched(31.5, "f0", 1), dispatched(47.0, "f1", 2)]
+    assert fairness.served(rec, ARR) == {1: 31.5, 2: 42.0}
+
+
+@pytest.mark.parametrize("why, rec", [
+    ("before its 30 ms service time", [arrived(0, 1), arrived(5, 2), claimed(1, "f0", 1), dispatched(2, "f0", 1),
+                                       claimed(6, "f1", 2), dispatched(47, "f1", 2)]),
+    ("while it still served action 1", [arrived(0, 1), arrived(5, 2), claimed(1, "f0", 1), claimed(6, "f0", 2),
+                                        dispatched(31, "f0", 1), dispatched(47, "f0", 2)]),
+    ("which did not hold its claim", [arrived(0, 1), arrived(5, 2), claimed(1, "f0", 1), dispatched(31, "f1", 1, owner="f0"),
+                                      claimed(6, "f1", 2), dispatched(47, "f1", 2)]),
+    ("1 of the load's 2 actions", [arrived(0, 1), arrived(5, 2), claimed(1, "f0", 1), dispatched(31, "f0", 1)]),
+    # marked dispatched in the claim's own write: never served
+    ("1 of the load's 2 actions", [arrived(0, 1), arrived(5, 2), claimed(1, "f0", 1), dispatched(31, "f0", 1),
+                                   (6, "f1", 2, "UPDATE", "pending", None, 0, "f1", 1, "dispatched")]),
+])
+def test_served_refuses_a_record_no_honest_worker_leaves(why, rec):
+    with pytest.raises(fairness.UntrustedRecord, match=why):
+        fairness.served(rec, ARR)
+
+
+# A claim that, in a fairness worker, switches its process's sleep off: the worker
+# then "serves" every action at once. Before, the worker's own measurements were
+# the result (and the learner's role could INSERT them outright); now the run reads
+# the record, which shows each dispatch sooner than its service time.
+NO_SERVICE = """
+import sys, time
+_claim = claim
+def claim(db, worker, now_ms, cfg):
+    if sys.argv[0].endswith("fair_worker.py"):
+        time.sleep = lambda s: None
+    return _claim(db, worker, now_ms, cfg)
+"""
+
+
+def test_a_fairness_worker_that_skips_its_service_time_fails_the_run_unmeasured():
+    folder = tempfile.mkdtemp(prefix="fairness-hostile-")
+    try:
+        path = os.path.join(folder, "no_service.py")
+        with open(REFERENCE) as f:
+            src = f.read()
+        with open(path, "w") as f:
+            f.write(src + NO_SERVICE)
+        r, report = fairness_run(path, 24)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert all(row["ok"] for row in report["chaos"]["rows"]), "only fairness may fail"
+    assert report["passed"] is False and report["fairness"]["passed"] is False
+    assert "was not measured" in report["fairness"]["error"] and "before its" in report["fairness"]["error"], report

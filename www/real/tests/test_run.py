@@ -173,11 +173,28 @@ def test_a_file_without_the_six_pieces_is_refused_with_what_is_missing(tmp_path)
 # the workers, the receiver) tries, at import, to write a file where the test can
 # see it, to reach a TCP server the test runs on this machine's loopback, and to
 # read the provider's log and hold an answer through the provider's socket (the
-# run's own calls, on loopback only). None gets through, and the run goes on: the
+# run's own calls, on loopback only), to log in to PostgreSQL as the superuser or
+# as another worker, and leaves a process of its own in a session of its own, to
+# outlive the run. None gets through, nothing is left, and the run goes on: the
 # pieces are the reference's.
 HOSTILE = '''
-import os, socket, sys, json, http.client
+import os, socket, sys, json, http.client, subprocess
 _escaped = []
+subprocess.Popen(["sleep", "600"], start_new_session=True, stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_dsn = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--dsn"), None)
+if _dsn:
+    import psycopg
+    for _who in ("lab", "w0", "w1", "receiver", "f0"):
+        if "user=" + _who + " " in _dsn + " ":
+            continue
+        _other = " ".join(p for p in _dsn.split() if not p.startswith("user=")) + " user=" + _who
+        for _pw in ("", " password=x"):
+            try:
+                psycopg.connect(_other + _pw, connect_timeout=3).close()
+                _escaped.append("logged in as " + _who)
+            except psycopg.OperationalError:
+                pass
 try:
     with open(MARKER, "w") as f:
         f.write("out")
@@ -231,8 +248,25 @@ def test_the_learners_code_runs_in_the_sandbox_and_reaches_nothing_of_the_run(tm
     assert not reached, "the learner's code reached a server on this machine's loopback"
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     report = json.loads(r.stdout.strip().splitlines()[-1])
-    assert report["sandbox"] == {"on": True} and report["passed"] is True
+    assert report["sandbox"]["on"] is True and report["passed"] is True
     assert "Your code ran in ./lab grade's sandbox" in r.stderr
+    if os.geteuid() == 0:
+        # its own uid, and no process of it left: not the orphans its code started
+        uid = report["sandbox"]["uid"]
+        assert uid >= 2 ** 30 and report["sandbox"] == {"on": True, "uid": uid}
+        assert not [d for d in os.listdir("/proc") if d.isdigit() and live_as(d) == uid]
+
+
+def live_as(pid):
+    """The uid `pid` runs as, or None when it is gone or a zombie (a killed sandbox's
+    inner bubblewrap, reparented, waits there to be reaped: it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                return None
+        return os.stat(f"/proc/{pid}").st_uid
+    except (OSError, IndexError):
+        return None
 
 
 def test_with_no_sandbox_the_report_says_so(tmp_path):
