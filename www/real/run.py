@@ -11,8 +11,10 @@ own log. The learner's code runs here as real processes on this machine.
 
     python run.py FILE [--seed N] [--actions N] [--kills N] [--workers N] [--fairness] [--format text|json]
 
-Exit 0 when every row holds, 1 when one does not, 2 for a usage error or a file
-that cannot run. The seed makes every choice of the run (which worker, when,
+Exit 0 when every row holds, 1 when one does not, 3 when the fairness run could
+grade nothing (the machine too loaded: fairness.validity), 2 for a usage error or
+a file that cannot run, 130 when stopped (Ctrl+C, SIGTERM); with --format json the
+last line of stdout is JSON for each of them. The seed makes every choice of the run (which worker, when,
 which store); real timing still varies, so a run is not byte-identical, but a
 correct solution passes every run and a wrong one fails a named row.
 """
@@ -60,6 +62,9 @@ POLL_S = 0.05
 # Characters kept of a text read back from a table learner code may write (its role
 # can UPDATE `actions`; PostgreSQL's text runs to 1 GB) when the report shows it.
 REPORT_TEXT_CAP = 200
+# A report's verdict as the exit status: 3 when the machine was too loaded for the
+# fairness run to grade anything (fairness.validity), never a pass or a fail.
+EXIT_OF = {"pass": 0, "fail": 1, "inconclusive": 3}
 
 
 def worker_name(i):
@@ -512,6 +517,7 @@ class Run:
         return {
             "lab": "courier", "mode": "real", "seed": self.seed,
             "passed": drained and all(r["ok"] for r in rows),
+            "verdict": "pass" if drained and all(r["ok"] for r in rows) else "fail",
             "sandbox": {"on": self.jail.on, **({"uid": self.jail.uid} if self.jail.uid is not None else {}),
                         **({} if self.jail.on else {"why_not": self.jail.problem})},
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
@@ -537,12 +543,42 @@ def text(report, replay):
     if "fairness" in report:
         f = report["fairness"]
         out += [""] + ([f"FAIL fairness: {f['error']}"] if "error" in f else [fairness.text(f)])
-    out += ["", ("PASS" if report["passed"] else "FAIL") + f"; replay: {replay}"]
+    out += ["", report["verdict"].upper() + f"; replay: {replay}"]
     return "\n".join(out)
 
 
+class Exit(Exception):
+    """The run ends before a report: `code` is its exit status (2: usage or a file
+    that cannot run), `verdict` what its JSON line says ("error")."""
+
+    def __init__(self, code, message, verdict="error"):
+        super().__init__(message)
+        self.code, self.verdict = code, verdict
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Exit(2, f"{self.prog}: {message} (see ./lab real --help)")
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
+    """Every exit says why on stderr; with --format json, stdout's last line is JSON
+    whatever the exit: a report (0 pass, 1 fail, 3 inconclusive), or {verdict:
+    "error"} (2) or {verdict: "stopped"} (130, Ctrl+C or SIGTERM)."""
+    argv = sys.argv[1:] if argv is None else argv
+    as_json = any(a in ("--format=json",) or (a == "--format" and b == "json") for a, b in zip(argv, argv[1:] + [""]))
+    ended = lambda verdict, message: print(json.dumps(  # noqa: E731
+        {"lab": "courier", "mode": "real", "passed": False, "verdict": verdict, verdict: message})) if as_json else None
+    try:
+        return _main(argv, ended)
+    except Exit as e:
+        print(str(e), file=sys.stderr)
+        ended(e.verdict, str(e))
+        return e.code
+
+
+def _main(argv, ended):
+    p = Parser(
         prog="./lab real", description="The courier challenge on real parts: PostgreSQL, worker processes, "
         "SIGKILLs, a database crash. Your code runs as real processes on this machine, inside ./lab grade's "
         "sandbox (bubblewrap: no network, a read-only view of its own files) where that works here; the "
@@ -567,24 +603,19 @@ def main(argv=None):
                    help=f"real seconds of arrivals per fairness load (default {fairness.LOAD_S:g}; six loads)")
     try:
         a = p.parse_args(argv)
-    except SystemExit as e:
+    except SystemExit as e:  # --help
         return 2 if e.code else 0
     for name in ("actions", "workers"):
         if getattr(a, name) < 1:
-            print(f"./lab real: --{name} must be at least 1", file=sys.stderr)
-            return 2
+            raise Exit(2, f"./lab real: --{name} must be at least 1")
     if a.kills < 0 or a.freezes < 0 or a.seed < 0:
-        print("./lab real: --seed, --kills and --freezes must not be negative", file=sys.stderr)
-        return 2
+        raise Exit(2, "./lab real: --seed, --kills and --freezes must not be negative")
     if not 2 <= a.lease_s <= 600:
-        print("./lab real: --lease-s must be between 2 and 600", file=sys.stderr)
-        return 2
+        raise Exit(2, "./lab real: --lease-s must be between 2 and 600")
     if not 1 <= a.fairness_load_s <= 60:
-        print("./lab real: --fairness-load-s must be between 1 and 60", file=sys.stderr)
-        return 2
+        raise Exit(2, "./lab real: --fairness-load-s must be between 1 and 60")
     if not os.path.isfile(a.file):
-        print(f"./lab real: no file {a.file}", file=sys.stderr)
-        return 2
+        raise Exit(2, f"./lab real: no file {a.file}")
     solution = os.path.abspath(a.file)
     with tempfile.TemporaryDirectory(prefix="delivery-lab-check-") as tmp:
         os.chmod(tmp, 0o755)
@@ -596,14 +627,12 @@ def main(argv=None):
                                    capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             jail.sweep(tmp)
-            print(f"./lab real: loading {solution} took longer than {CHECK_TIMEOUT_S} s (code that runs at import "
-                  "and does not end?)", file=sys.stderr)
-            return 2
+            raise Exit(2, f"./lab real: loading {solution} took longer than {CHECK_TIMEOUT_S} s (code that runs at "
+                       "import and does not end?)") from None
         finally:
             jail.kill_uid(checker.uid)  # what the code at import started, wherever it went
     if check.returncode != 0:
-        print(f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}", file=sys.stderr)
-        return 2
+        raise Exit(2, f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}")
     replay = (f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} "
               f"--freezes {a.freezes}{f' --lease-s {a.lease_s}' if a.lease_s != p.get_default('lease_s') else ''}"
               f"{' --no-sandbox' if a.no_sandbox else ''}{f' --fairness --fairness-load-s {a.fairness_load_s:g}' if a.fairness else ''} {a.file}")
@@ -620,12 +649,20 @@ def main(argv=None):
             try:
                 fair = fairness.Fairness(run.cluster, run.solution, run.jail, a.seed, run.procs, a.fairness_load_s).go()
             except fairness.FairnessError as e:
-                fair = {"rows": [], "passed": False, "error": str(e)}
+                fair = {"rows": [], "passed": False, "verdict": "fail", "error": str(e)}
             report["fairness"] = fair
             report["passed"] = report["passed"] and fair["passed"]
+            # A fairness run that could grade nothing grades nothing: not a pass, not a
+            # fail, unless the chaos run failed already.
+            if report["verdict"] == "pass" and fair["verdict"] == "inconclusive":
+                report["verdict"] = "inconclusive"
+            elif not fair["passed"]:
+                report["verdict"] = "fail"
     except KeyboardInterrupt:
-        print("./lab real: stopped; the cluster, the provider and every worker are gone", file=sys.stderr)
-        return 1
+        message = "./lab real: stopped; the cluster, the provider and every worker are gone"
+        print(message, file=sys.stderr)
+        ended("stopped", message)
+        return 130
     finally:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
@@ -637,7 +674,7 @@ def main(argv=None):
         print(json.dumps({**report, "replay": replay}))
     else:
         print(text(report, replay))
-    return 0 if report["passed"] else 1
+    return EXIT_OF[report["verdict"]]
 
 
 if __name__ == "__main__":

@@ -159,6 +159,11 @@ def test_the_reference_passes_five_runs_in_a_row():
 def test_usage_errors_exit_2(args, says):
     r = real(*args, timeout=60)
     assert r.returncode == 2 and says in r.stderr, r.stderr
+    # with --format json too, stdout's last line says so
+    j = real(*args, "--format", "json", timeout=60) if "yaml" not in args else r
+    if j is not r:
+        line = json.loads(j.stdout.strip().splitlines()[-1])
+        assert j.returncode == 2 and line["verdict"] == "error" and says in line["error"] and line["passed"] is False
 
 
 def test_a_file_without_the_six_pieces_is_refused_with_what_is_missing(tmp_path):
