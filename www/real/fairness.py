@@ -159,7 +159,7 @@ class Fairness:
             raise FairnessError(f"the {load} load with the {'FIFO' if claim == 'fifo' else 'your'} claim was not "
                                 f"measured: {e}") from None
         # ids are 1.. in arrival order (see _arrive); the noisy store is store 0
-        others = [waits[i + 1] for i, (_, store, _) in enumerate(arr) if store != 0]
+        others = [round(waits[i + 1]) for i, (_, store, _) in enumerate(arr) if store != 0]
         return p95(others), len(arr)
 
     def _arrive(self, arr, t0):

@@ -296,6 +296,9 @@ class Run:
         stall_s = 2 * self.lease_ms / 1000 + 20
         n, progress, last_n, next_stuck_check = 0, time.monotonic(), -1, time.monotonic()
         self.stopped = None
+        # Where the time goes (issue 29: the same seed took 76 to 314 s): the moments
+        # the phases end, on the run's clock; `phases` turns them into seconds.
+        self.marks = {"start": time.monotonic()}
         while time.monotonic() < deadline:
             for w in self.workers:
                 if w.frozen is not None:
@@ -345,18 +348,40 @@ class Run:
                 if not self.start_freeze():
                     self.next_freeze = now + self.rng.uniform(0.02, 0.1)
             if not self.done["db_restarts"] and n >= crash_at:
+                self.marks["crash"] = time.monotonic()
                 self.cluster.crash()
                 time.sleep(self.rng.uniform(0.2, 1.0))
                 self.cluster.start()
+                self.marks["back"] = time.monotonic()
                 self.done["db_restarts"] = 1
+            if n * 20 >= self.actions * 19 and "most" not in self.marks:
+                self.marks["most"] = time.monotonic()
             time.sleep(POLL_S)
         drained = n is not None and n >= self.actions
+        self.marks["drained"] = time.monotonic()
         if self.hold is not None:  # armed, and no request came: nothing waits on it
             self.let_go(self.hold["actions"])
         # The webhooks still on their way, then the provider's final word.
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
+        self.marks["webhooks"] = time.monotonic()
         return self.report(drained)
+
+    def phases(self):
+        """The chaos run's time, split: before the database's crash, the crash and
+        its recovery, from then until 95% of the actions were dispatched, the last
+        5% (actions whose worker was killed wait a lease for a taker), and the
+        webhooks still on their way. Seconds; a phase that did not happen is left out."""
+        m, out = self.marks, {}
+        order = [("start", "crash", "before_crash_s"), ("crash", "back", "database_down_s"),
+                 ("back", "most", "to_95_percent_s"), ("most", "drained", "last_5_percent_s"),
+                 ("drained", "webhooks", "webhooks_s")]
+        for a, b, name in order:
+            if a in m and b in m:
+                out[name] = round(m[b] - m[a], 1)
+        if "crash" not in m and "most" in m:
+            out["to_95_percent_s"] = round(m["most"] - m["start"], 1)
+        return out
 
     def stuck_workers(self):
         """Workers that have not used the database for longer than a lease, though
@@ -523,6 +548,7 @@ class Run:
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"], **({"gave_up": self.gave_up} if self.gave_up else {}),
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
+                      "phases": self.phases(),
                       "drained": drained, **({"crash": errors[0]} if errors else {}),
                       **({"stopped": self.stopped} if self.stopped else {})},
         }
@@ -543,6 +569,11 @@ def text(report, replay):
     if "fairness" in report:
         f = report["fairness"]
         out += [""] + ([f"FAIL fairness: {f['error']}"] if "error" in f else [fairness.text(f)])
+    if "seconds" in report:
+        t, ph = report["seconds"], c.get("phases", {})
+        out += ["", f"time: {t['total']} s: setting up {t['setup']} s, the chaos run {t['chaos']} s ("
+                + ", ".join(f"{k[:-2].replace('_', ' ')} {v} s" for k, v in ph.items()) + ")"
+                + (f", fairness {t['fairness']} s" if "fairness" in t else "") + f", stopping {t['stop']} s"]
     out += ["", report["verdict"].upper() + f"; replay: {replay}"]
     return "\n".join(out)
 
@@ -640,8 +671,10 @@ def _main(argv, ended):
               lease_ms=a.lease_s * 1000)
     # Ctrl+C and SIGTERM end the run: every process and the cluster go first.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    started = time.monotonic()
     try:
         run.start()
+        setup_s = time.monotonic() - started
         report = run.go()
         if a.fairness:
             for w in run.workers:
@@ -665,10 +698,14 @@ def _main(argv, ended):
         return 130
     finally:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        stopping = time.monotonic()
         try:
             run.stop()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    report["seconds"] = {"setup": round(setup_s, 1), "chaos": report["chaos"]["seconds"],
+                         **({"fairness": report["fairness"].get("seconds", 0)} if "fairness" in report else {}),
+                         "stop": round(time.monotonic() - stopping, 1), "total": round(time.monotonic() - started, 1)}
     if a.format == "json":
         print(text(report, replay), file=sys.stderr)
         print(json.dumps({**report, "replay": replay}))

@@ -47,6 +47,12 @@ def test_the_reference_passes_every_row_of_a_real_run():
         assert rows[name]["value"] == 0 and rows[name]["must"] == 0, name
     assert report["chaos"]["kills"] == 12 and report["chaos"]["db_restarts"] == 1
     assert report["replay"].startswith("./lab real --seed 11 ")
+    # where the time went: the chaos run's phases add up to it, the run's parts to the whole
+    phases, t = report["chaos"]["phases"], report["seconds"]
+    assert list(phases) == ["before_crash_s", "database_down_s", "to_95_percent_s", "last_5_percent_s", "webhooks_s"]
+    assert abs(sum(phases.values()) - report["chaos"]["seconds"]) < 2.0, (phases, report["chaos"]["seconds"])
+    assert set(t) == {"setup", "chaos", "stop", "total"} and max(t["setup"], t["chaos"], t["stop"]) <= t["total"] <= t["setup"] + t["chaos"] + t["stop"] + 2
+    assert "time: " in r.stderr and "database down" in r.stderr
 
 
 def _mutant(name):
