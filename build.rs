@@ -10,6 +10,9 @@
 //! - which labs the build holds: every lab, or those the environment variable
 //!   `DELIVERY_LAB_ONLY` names (comma-separated ids), as the cfg `lab = "<id>"`. A
 //!   page's grader holds its own lab only (scripts/build-wasm.sh).
+//! - whether the build carries each lab's reference solution in Python: not when
+//!   `DELIVERY_LAB_NO_REFERENCE` is set (the cfg `no_reference`), as the page's graders
+//!   of a `--no-hidden` or `--no-reference` build are made.
 
 // Each lab's case format includes src/case_files.rs itself, and so does this script:
 // private copies, each used by its own includer.
@@ -49,12 +52,20 @@ macro_rules! labs {
 include!("src/labs.rs");
 
 const ONLY: &str = "DELIVERY_LAB_ONLY";
+/// Set (to anything but "" or "0"): the build leaves each lab's reference solution in
+/// Python out (the `no_reference` cfg; `reference_py!` in src/lib.rs).
+const NO_REFERENCE: &str = "DELIVERY_LAB_NO_REFERENCE";
 
 fn main() {
     let hidden = env::var_os("CARGO_FEATURE_HIDDEN").is_some();
     let root = Path::new(".");
     println!("cargo:rerun-if-changed=src/labs.rs");
     println!("cargo:rerun-if-env-changed={ONLY}");
+    println!("cargo:rerun-if-env-changed={NO_REFERENCE}");
+    println!("cargo::rustc-check-cfg=cfg(no_reference)");
+    if env::var(NO_REFERENCE).is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0") {
+        println!("cargo::rustc-cfg=no_reference");
+    }
     let ids: Vec<String> = LABS.iter().map(|l| format!("{:?}", l.id)).collect();
     println!(
         "cargo::rustc-check-cfg=cfg(lab, values({}))",

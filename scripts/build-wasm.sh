@@ -2,9 +2,13 @@
 # Builds the engine for JavaScript hosts:
 #   OUT/delivery_lab.{js,wasm,d.ts}             every lab (Node: the CLI, the tests, the bench)
 #   OUT/labs/LAB/delivery_lab.{js,wasm,d.ts}    one lab each (the page loads only its lab's)
-# Usage: scripts/build-wasm.sh [--no-hidden] [--out DIR] [--target-dir DIR]
+# Usage: scripts/build-wasm.sh [--no-hidden] [--no-reference] [--out DIR] [--target-dir DIR]
 #   --no-hidden   leave the hidden tests out (for a page whose hidden tests stay on
 #                 the course's server)
+#   --no-reference  leave each lab's reference solution out of the page's graders
+#                 (OUT/labs/LAB: DELIVERY_LAB_NO_REFERENCE, build.rs), each built in a
+#                 target dir of its own (only-LAB-no-reference). The every-lab module is
+#                 Node's (the CLI reads the reference from it) and is never served.
 #   --out         where the packages go (default www/pkg)
 #   --target-dir  cargo's target dir (default target/)
 # No wasm-pack: cargo, then wasm-bindgen-cli, then wasm-opt when it is installed.
@@ -12,15 +16,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hidden=hidden
+noref=
 out=www/pkg
 default_target_dir=target
 target_dir=$default_target_dir
 while (($#)); do
   case "$1" in
     --no-hidden) hidden= ;;
+    --no-reference) noref=1 ;;
     --out) out=$2; shift ;;
     --target-dir) target_dir=$2; shift ;;
-    *) echo "usage: $0 [--no-hidden] [--out DIR] [--target-dir DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--no-hidden] [--no-reference] [--out DIR] [--target-dir DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -54,22 +60,26 @@ opt_version=$("$wasm_opt" --version 2>/dev/null | sed -nE 's/.*version ([0-9]+).
 # the page's first download, which Pyodide's 6.4 MB dominates.
 OPT_LEVEL=3
 
-# build LABS DIR: cargo, wasm-bindgen, wasm-opt, a load check, the sizes. LABS: the
-# ids the build holds (comma-separated; empty for every lab). Each set of labs builds
+# build LABS DIR [NOREF]: cargo, wasm-bindgen, wasm-opt, a load check, the sizes. LABS: the
+# ids the build holds (comma-separated; empty for every lab); NOREF: 1 to leave the
+# reference solution out (DELIVERY_LAB_NO_REFERENCE, in a target dir of its own). Each set of labs builds
 # in a target dir of its own: build.rs reads DELIVERY_LAB_ONLY, and a change of it
 # would rebuild the crate in a shared one at every build. A new one starts from the
 # every-lab build's dependencies (scripts/seed-target-dir), and target/'s seed a new
 # TARGET_DIR (--no-hidden's), so the dependencies compile once.
 build() {
-  local only=$1 dir=$2
+  local only=$1 dir=$2 nr=${3:-}
+  local tdir="$target_dir${only:+/only-$only}${nr:+-no-reference}"
   if [[ -n "$only" ]]; then
-    scripts/seed-target-dir "$target_dir/only-$only" "$target_dir" release
+    scripts/seed-target-dir "$tdir" "$target_dir" release
   elif [[ "$target_dir" != "$default_target_dir" ]]; then
     scripts/seed-target-dir "$target_dir" "$default_target_dir" release
   fi
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT_LEVEL DELIVERY_LAB_ONLY="$only" \
+  # Set only when asked: cargo reruns build.rs when the variable's value changes.
+  env -u DELIVERY_LAB_NO_REFERENCE ${nr:+DELIVERY_LAB_NO_REFERENCE=1} \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT_LEVEL DELIVERY_LAB_ONLY="$only" \
     cargo build --lib --target wasm32-unknown-unknown --release \
-    --target-dir "$target_dir${only:+/only-$only}" \
+    --target-dir "$tdir" \
     --no-default-features ${hidden:+--features $hidden}
 
   mkdir -p "$dir"
@@ -77,7 +87,7 @@ build() {
   # expected) is replayed natively with the report's seed anyway.
   wasm-bindgen --target web --out-dir "$dir" --out-name delivery_lab \
     --remove-name-section --remove-producers-section \
-    "$target_dir${only:+/only-$only}/wasm32-unknown-unknown/release/delivery_lab.wasm"
+    "$tdir/wasm32-unknown-unknown/release/delivery_lab.wasm"
 
   local wasm="$dir/delivery_lab_bg.wasm"
   # wasm-opt -O3 (for speed, as the cargo build), only from binaryen 116 on (WASM_OPT
@@ -118,5 +128,5 @@ build() {
 
 build "" "$out"
 for lab in "${labs[@]}"; do
-  build "$lab" "$out/labs/$lab"
+  build "$lab" "$out/labs/$lab" "$noref"
 done

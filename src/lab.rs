@@ -193,6 +193,9 @@ pub struct LabInfo {
     pub store: bool,
     /// The sections of `lab.md` that are its tasks, in order (see `LabTask`).
     pub tasks: &'static [LabTask],
+    /// Whether its hidden tests' inputs can be drawn per submission
+    /// (`HiddenInputs::Variant`); a host asks for a variant only of a lab that says so.
+    pub hidden_variants: bool,
 }
 
 impl LabInfo {
@@ -221,13 +224,33 @@ pub trait Lab: Sync {
     /// data is read to make it.
     fn test_sheets(&self) -> Vec<TestSheet>;
     /// Runs every test against the learner's code that `host` reaches, and reports.
+    /// `hidden` says which inputs the hidden tests get; a lab whose
+    /// `LabInfo::hidden_variants` is false grades its fixed cases whatever it says.
     fn grade(
         &self,
         host: &mut dyn LearnerHost,
         seed: u64,
+        hidden: HiddenInputs,
         audience: Audience,
         mode: RunMode,
     ) -> Report;
+}
+
+/// Which inputs a run's hidden tests get (issue 28). Fixed hidden inputs are a secret
+/// that any report with per-test statuses leaks a bit at a time, so a grader that
+/// learners can submit to many times draws them per submission: a `Variant` is a
+/// seeded transform of every hidden case that keeps the rule it tests (fresh task
+/// keys, times, names), its expected behaviour computed by the reference at grading
+/// time as always. The variant's seed is the trusted side's (`./lab grade` derives
+/// it from a secret and the submission's hash) and no report shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HiddenInputs {
+    /// The hidden cases exactly as written: the regression cases, and every report
+    /// and snapshot made without a variant.
+    #[default]
+    Fixed,
+    /// Every hidden case transformed by this seed.
+    Variant(u64),
 }
 
 /// The learner's code as a host (the page's worker, the grading CLI) runs it, for

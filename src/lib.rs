@@ -15,6 +15,23 @@ pub mod wasm;
 
 pub use lab::{lab_by_id, Lab, LabInfo, RunMode};
 
+/// A lab's reference solution in Python (`reference_py!("reference.py")`, beside the
+/// lab's `mod.rs`), or "" in a build without it: `DELIVERY_LAB_NO_REFERENCE=1` (build.rs
+/// sets the `no_reference` cfg), which the page's graders of `./lab build --no-reference`
+/// and of every `--no-hidden` build use, so no served file carries the reference.
+#[cfg(not(no_reference))]
+macro_rules! reference_py {
+    ($file:literal) => {
+        include_str!($file)
+    };
+}
+#[cfg(no_reference)]
+macro_rules! reference_py {
+    ($file:literal) => {
+        ""
+    };
+}
+
 /// The labs, from their one list (`src/labs.rs`): each lab's module, and `labs()`.
 /// A build holds every lab, or those `DELIVERY_LAB_ONLY` names (build.rs sets the
 /// `lab` cfg of each lab it holds): a page's grader holds its own lab only.

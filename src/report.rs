@@ -201,6 +201,33 @@ impl TestReport {
     }
 }
 
+/// How a report shows a learner its hidden tests: each by name and status (the
+/// default), or (`--hidden-statuses aggregate`) only how many passed, so that no
+/// report says which hidden test a submission passed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HiddenStatuses {
+    #[default]
+    Each,
+    Aggregate,
+}
+
+impl HiddenStatuses {
+    pub const NAMES: [&'static str; 2] = ["each", "aggregate"];
+
+    pub fn parse(name: &str) -> Option<HiddenStatuses> {
+        match name {
+            "each" => Some(HiddenStatuses::Each),
+            "aggregate" => Some(HiddenStatuses::Aggregate),
+            _ => None,
+        }
+    }
+}
+
+/// The name of the one test that stands for every hidden test in an aggregate report.
+pub fn hidden_aggregate_name(passed: usize, total: usize) -> String {
+    format!("hidden tests: {passed} of {total} passed")
+}
+
 /// What a learner may read of a test before it runs, for the formats that show it
 /// (Exercism's `task_id` and `test_code`). Each lab makes its own (`Lab::test_sheets`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -341,6 +368,44 @@ impl Report {
         report.status = run_status;
         report.message = Some(message.to_string());
         report
+    }
+
+    /// The report with its hidden tests shown as `statuses` says. `Aggregate`: one
+    /// test in place of the first hidden one, named by how many passed, with their
+    /// points and a status that is `pass` when all passed, their one status when
+    /// they share it, else `fail`; every total stays as it was.
+    pub fn with_hidden_statuses(mut self, statuses: HiddenStatuses) -> Report {
+        if statuses == HiddenStatuses::Each {
+            return self;
+        }
+        let Some(at) = self.tests.iter().position(|t| t.kind == TestKind::Hidden) else {
+            return self;
+        };
+        let (hidden, mut tests): (Vec<TestReport>, Vec<TestReport>) =
+            std::mem::take(&mut self.tests)
+                .into_iter()
+                .partition(|t| t.kind == TestKind::Hidden);
+        let passed = hidden
+            .iter()
+            .filter(|t| t.status == TestStatus::Pass)
+            .count();
+        let first = hidden[0].status;
+        let status = match () {
+            _ if passed == hidden.len() => TestStatus::Pass,
+            _ if hidden.iter().all(|t| t.status == first) => first,
+            _ => TestStatus::Fail,
+        };
+        let mut one = TestReport::new(
+            hidden_aggregate_name(passed, hidden.len()),
+            TestKind::Hidden,
+            status,
+            None,
+        );
+        one.points = hidden.iter().map(|t| t.points).sum();
+        one.max_points = hidden.iter().map(|t| t.max_points).sum();
+        tests.insert(at, one);
+        self.tests = tests;
+        self
     }
 
     pub fn all_passed(&self) -> bool {

@@ -38,3 +38,15 @@ impl SeededRng {
         self.0.next_u64()
     }
 }
+
+/// One seed from two (a run's seed and a stream's number, say), well spread:
+/// splitmix64's finalizer, so nearby inputs give unrelated seeds.
+pub fn mix(a: u64, b: u64) -> u64 {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut z = a
+        .wrapping_add(b.wrapping_add(1).wrapping_mul(GOLDEN))
+        .wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

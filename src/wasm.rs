@@ -8,10 +8,11 @@
 //! never as a panic.
 
 use crate::lab::{
-    lab_by_id, world_op, Arg, Lab, LabWorld, LearnerHost, OpValue, RunMode, WorldOp, OP_ARGS_MAX,
+    lab_by_id, world_op, Arg, HiddenInputs, Lab, LabWorld, LearnerHost, OpValue, RunMode, WorldOp,
+    OP_ARGS_MAX,
 };
 use crate::labs;
-use crate::report::{Audience, Report, TestKind};
+use crate::report::{Audience, HiddenStatuses, Report, TestKind};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::fmt::Display;
@@ -54,6 +55,32 @@ fn render(report: &Report, format: Option<String>) -> Result<String, JsError> {
         other => Err(js_error(format!(
             "Unknown report format `{other}`: use json, text, exercism, gradescope, gradescope-published, gradescope-hidden or prairielearn"
         ))),
+    }
+}
+
+/// A host's `hidden_statuses` (`each`, the default, or `aggregate`).
+fn hidden_statuses(name: Option<String>) -> Result<HiddenStatuses, JsError> {
+    match name.as_deref() {
+        None => Ok(HiddenStatuses::Each),
+        Some(n) => HiddenStatuses::parse(n).ok_or_else(|| {
+            js_error(format!(
+                "Unknown hidden_statuses `{n}`: use {}",
+                HiddenStatuses::NAMES.join(" or ")
+            ))
+        }),
+    }
+}
+
+/// A host's `hidden_seed`: none, the hidden cases as written; a number, every hidden
+/// case in that variant, for a lab that has variants (`LabInfo::hidden_variants`).
+fn hidden_inputs(lab: &dyn Lab, hidden_seed: Option<u32>) -> Result<HiddenInputs, JsError> {
+    match hidden_seed {
+        None => Ok(HiddenInputs::Fixed),
+        Some(_) if !lab.info().hidden_variants => Err(js_error(format!(
+            "Lab `{}` draws no hidden inputs per submission: grade it without a hidden seed",
+            lab.info().id
+        ))),
+        Some(s) => Ok(HiddenInputs::Variant(u64::from(s))),
     }
 }
 
@@ -178,6 +205,8 @@ struct LabDetails {
     store: bool,
     /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
     tasks: Vec<&'static str>,
+    /// Whether its hidden inputs can be drawn per submission (a `hidden_seed`).
+    hidden_variants: bool,
 }
 
 #[wasm_bindgen]
@@ -224,21 +253,25 @@ impl Grader {
             world_ops: i.world_ops,
             store: i.store,
             tasks: i.tasks.iter().map(|t| t.heading).collect(),
+            hidden_variants: i.hidden_variants,
         })
     }
 
     /// Grades `solution` and returns the learner's report JSON (`Report::to_json`).
+    /// `hidden_seed`: the hidden tests' variant (none: the cases as written); no
+    /// report shows it. `hidden_statuses`: `each` (the default) or `aggregate`.
     pub fn grade(
         &self,
         lab_id: &str,
         solution: SolutionObject,
         seed: Option<u32>,
         format: Option<String>,
+        hidden_seed: Option<u32>,
+        hidden_statuses: Option<String>,
     ) -> Result<String, JsError> {
-        render(
-            &grade_report(lab_id, solution, seed, RunMode::Report)?,
-            format,
-        )
+        let statuses = self::hidden_statuses(hidden_statuses)?;
+        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?;
+        render(&report.with_hidden_statuses(statuses), format)
     }
 
     /// Grades `solution` until its first failed test (the later ones are reported
@@ -249,9 +282,10 @@ impl Grader {
         lab_id: &str,
         solution: SolutionObject,
         seed: Option<u32>,
+        hidden_seed: Option<u32>,
     ) -> Result<String, JsError> {
         render(
-            &grade_report(lab_id, solution, seed, RunMode::Verdict)?,
+            &grade_report(lab_id, solution, seed, hidden_seed, RunMode::Verdict)?,
             None,
         )
     }
@@ -259,14 +293,19 @@ impl Grader {
     /// Grades `solution` once and renders the report in each of `formats`: JSON of
     /// `{format: text}`. The grading CLI asks for several formats of one run, which
     /// cannot be run twice (its learner code lives in a sandbox that is gone after it).
+    /// `hidden_seed` and `hidden_statuses` as for `grade`.
     pub fn grade_formats(
         &self,
         lab_id: &str,
         solution: SolutionObject,
         seed: Option<u32>,
         formats: Vec<String>,
+        hidden_seed: Option<u32>,
+        hidden_statuses: Option<String>,
     ) -> Result<String, JsError> {
-        let report = grade_report(lab_id, solution, seed, RunMode::Report)?;
+        let statuses = self::hidden_statuses(hidden_statuses)?;
+        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?
+            .with_hidden_statuses(statuses);
         let mut out = serde_json::Map::new();
         for f in formats {
             let text = render(&report, Some(f.clone()))?;
@@ -282,10 +321,13 @@ impl Grader {
         seed: Option<u32>,
         message: &str,
         format: Option<String>,
+        hidden_statuses: Option<String>,
     ) -> Result<String, JsError> {
+        let statuses = self::hidden_statuses(hidden_statuses)?;
         let lab = find_lab(lab_id)?;
         render(
-            &Report::error(lab_id, seed_or_default(seed), message, lab.tests()),
+            &Report::error(lab_id, seed_or_default(seed), message, lab.tests())
+                .with_hidden_statuses(statuses),
             format,
         )
     }
@@ -297,10 +339,13 @@ impl Grader {
         seed: Option<u32>,
         message: &str,
         format: Option<String>,
+        hidden_statuses: Option<String>,
     ) -> Result<String, JsError> {
+        let statuses = self::hidden_statuses(hidden_statuses)?;
         let lab = find_lab(lab_id)?;
         render(
-            &Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests()),
+            &Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests())
+                .with_hidden_statuses(statuses),
             format,
         )
     }
@@ -311,9 +356,11 @@ fn grade_report(
     lab_id: &str,
     solution: SolutionObject,
     seed: Option<u32>,
+    hidden_seed: Option<u32>,
     mode: RunMode,
 ) -> Result<Report, JsError> {
     let lab = find_lab(lab_id)?;
+    let hidden = hidden_inputs(lab, hidden_seed)?;
     let has_call = !solution.is_null()
         && !solution.is_undefined()
         && solution.call_prop().is_ok_and(|f| f.is_function());
@@ -328,6 +375,7 @@ fn grade_report(
             world: None,
         },
         seed_or_default(seed),
+        hidden,
         Audience::Learner,
         mode,
     ))

@@ -152,7 +152,13 @@ fn every_lab_grades_through_the_one_learner_host() {
     }
     for lab in delivery_lab::labs() {
         let mut host = Broken;
-        let r = lab.grade(&mut host, 7, Audience::Staff, RunMode::Report);
+        let r = lab.grade(
+            &mut host,
+            7,
+            Default::default(),
+            Audience::Staff,
+            RunMode::Report,
+        );
         let listed: Vec<_> = lab.tests().into_iter().map(|(name, _)| name).collect();
         let reported: Vec<_> = r.tests.iter().map(|t| t.name.clone()).collect();
         assert_eq!(reported, listed, "{}", lab.info().id);
@@ -371,7 +377,13 @@ fn every_world_answers_exactly_its_registry_operations() {
             worlds: 0,
             ops: lab.info().world_ops,
         };
-        lab.grade(&mut host, 7, Audience::Staff, RunMode::Report);
+        lab.grade(
+            &mut host,
+            7,
+            Default::default(),
+            Audience::Staff,
+            RunMode::Report,
+        );
         assert!(
             host.worlds > 0,
             "{}: no call was handed a world",

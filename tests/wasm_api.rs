@@ -138,6 +138,8 @@ export function js_error_report(grader, id, seed, message) { return grader.error
 export function js_timeout_report(grader, id, seed, message) { return grader.timeout_report(id, seed, message); }
 export function js_formatted(grader, id, solution, format) { return grader.grade(id, solution, undefined, format); }
 export function js_error_formatted(grader, id, format) { return grader.error_report(id, undefined, "boom", format); }
+export function js_grade_hidden(grader, id, solution, hiddenSeed, statuses) { return grader.grade(id, solution, undefined, undefined, hiddenSeed, statuses); }
+export function js_error_aggregate(grader, id) { return grader.error_report(id, undefined, "boom", undefined, "aggregate"); }
 export function error_text(e) {
   return e instanceof Error ? "Error: " + e.message : "not an Error: " + String(e);
 }
@@ -192,6 +194,16 @@ extern "C" {
     ) -> Result<String, JsValue>;
     #[wasm_bindgen(catch)]
     fn js_error_formatted(grader: &JsValue, id: &str, format: &str) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_grade_hidden(
+        grader: &JsValue,
+        id: &str,
+        solution: &JsValue,
+        hidden_seed: &JsValue,
+        statuses: &JsValue,
+    ) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_error_aggregate(grader: &JsValue, id: &str) -> Result<String, JsValue>;
     fn error_text(e: &JsValue) -> String;
 }
 
@@ -284,6 +296,57 @@ fn another_seed_is_reported_and_replayable() {
     assert_eq!(report["seed"], 7);
     assert_eq!(report["status"], "pass");
     assert!(report["replay"].as_str().unwrap().contains("--seed 7 "));
+}
+
+#[wasm_bindgen_test]
+fn a_hidden_seed_varies_only_what_no_report_shows_and_aggregate_shows_a_count() {
+    let g = grader();
+    let hidden_seed = JsValue::from_f64(3_141_592_653.0);
+    let none = JsValue::UNDEFINED;
+    // The reference and the no-floor mutant pass and fail the same tests in the
+    // variant, and their learner reports, which show no hidden input, are the same.
+    for (floor, want) in [(true, REFERENCE_REPORT), (false, MUTANT_NO_FLOOR_REPORT)] {
+        let varied = js_grade_hidden(&g, LAB, &reference_solution(floor), &hidden_seed, &none)
+            .unwrap_or_else(|e| panic!("{}", error_text(&e)));
+        assert_same_report(&varied, want);
+        assert!(!varied.contains("3141592653"));
+    }
+    let aggregate: Json = serde_json::from_str(
+        &js_grade_hidden(
+            &g,
+            LAB,
+            &reference_solution(true),
+            &hidden_seed,
+            &"aggregate".into(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tests = aggregate["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 4);
+    assert_eq!(tests[3]["name"], "hidden tests: 20 of 20 passed");
+    assert_eq!(
+        (tests[3]["points"].as_u64(), tests[3]["max_points"].as_u64()),
+        (Some(20), Some(20))
+    );
+    let error: Json = serde_json::from_str(&js_error_aggregate(&g, LAB).unwrap()).unwrap();
+    assert_eq!(error["tests"][3]["name"], "hidden tests: 0 of 20 passed");
+    assert_eq!(error["tests"][3]["status"], "error");
+    // A lab whose hidden inputs are fixed takes no hidden seed; statuses are each or aggregate.
+    assert_eq!(
+        err(js_grade_hidden(&g, "courier", &reference_solution(true), &hidden_seed, &none)),
+        "Error: Lab `courier` draws no hidden inputs per submission: grade it without a hidden seed"
+    );
+    assert_eq!(
+        err(js_grade_hidden(
+            &g,
+            LAB,
+            &reference_solution(true),
+            &none,
+            &"some".into()
+        )),
+        "Error: Unknown hidden_statuses `some`: use each or aggregate"
+    );
 }
 
 #[wasm_bindgen_test]

@@ -1,22 +1,34 @@
-// Builds the page into www/dist/:
+// Builds the page into its mode's own folder, each written into place in one step
+// (a folder beside it, then renamed), so that no build of one mode touches another's
+// and nothing reads half a build:
+//   www/dist/              the page with the hidden tests and the reference solution
+//   www/dist-no-hidden/    --no-hidden (never a reference either)
+//   www/dist-no-reference/ --no-reference (hidden tests, no reference)
+// The folder holds:
 //   main.js, worker.js, style.css   bundled by esbuild from src/
 //   embed.js                        the <delivery-lab> web component for host pages (src/embed.js)
 //   index.html                      copied
 //   pkg/labs/ID/                    each lab's grader (from www/pkg/labs, built by scripts/build-wasm.sh)
 //   pyodide/                        only the Pyodide files that loading needs
-//   build.json                      version, cache names, file lists and sizes (read by the page)
+//   build.json                      version, its mode (hidden, reference), cache names, file
+//                                   lists and sizes (read by the page; serve.mjs checks the mode)
 //   sw.js                           the service worker, with its versioned cache manifest
 //
-// Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--out DIR] [--allow-origin ORIGIN]...
+// Usage: node build.mjs [--dev] [--no-wasm] [--no-hidden] [--no-reference] [--out DIR] [--allow-origin ORIGIN]...
 //   --dev        unminified, with source maps
 //   --no-wasm    use www/pkg as it is instead of running scripts/build-wasm.sh first
-//   --no-hidden  build the grader without the hidden tests (cargo --no-default-features, in
-//                target/no-hidden, then wasm-bindgen) into target/pkg-no-hidden/, leaving
-//                www/pkg alone; the page then offers
+//   --no-hidden  build the grader without the hidden tests and without the reference
+//                solution (cargo --no-default-features, in target/no-hidden, then
+//                wasm-bindgen) into target/pkg-no-hidden/, leaving www/pkg alone; the page
+//                then offers no comparison with the reference, and offers
 //                "Submit for grading" (POST grade, answered by serve.mjs --grading). The build
 //                fails if that grader still lists a hidden test. With --no-wasm it reuses
 //                target/pkg-no-hidden/ as it is.
-//   --out DIR    write somewhere other than www/dist (the e2e tests build their own copy)
+//   --no-reference  leave each lab's reference solution out of the page's graders
+//                (DELIVERY_LAB_NO_REFERENCE, build.rs), built into target/pkg-no-reference/;
+//                the page offers no comparison. The build fails if a served grader still
+//                carries a reference.
+//   --out DIR    write somewhere other than the mode's folder (the e2e tests build their own copy)
 //   --allow-origin ORIGIN   a course page's origin (https://host[:port]) that may embed the lab
 //                and drive it by postMessage (www/EMBED.md); repeatable, or a comma list.
 //                Written into build.json (allowOrigins). Without it the postMessage API is off.
@@ -32,16 +44,22 @@ import { parseOrigin } from './origin.mjs';
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');
 const NO_HIDDEN_PKG = path.join(WWW, '..', 'target', 'pkg-no-hidden');
+const NO_REFERENCE_PKG = path.join(WWW, '..', 'target', 'pkg-no-reference');
 const PYODIDE = path.join(WWW, 'node_modules', 'pyodide');
 const args = process.argv.slice(2);
 const flag = (f) => args.includes(f);
-const outAt = args.indexOf('--out');
-const DIST = outAt >= 0 ? path.resolve(args[outAt + 1]) : path.join(WWW, 'dist');
 const dev = flag('--dev');
 const allowOrigins = parseAllowOrigins(args);
 const noHidden = flag('--no-hidden');
-// The grader this build ships: www/pkg, or the one without hidden tests.
-const PKG = noHidden ? NO_HIDDEN_PKG : WWW_PKG;
+// A page without hidden tests carries no reference either: it is what they would check.
+const noReference = noHidden || flag('--no-reference');
+const outAt = args.indexOf('--out');
+if (outAt >= 0 && (outAt + 1 >= args.length || args[outAt + 1].startsWith('--'))) fail('--out needs a folder');
+const DIST = outAt >= 0 ? path.resolve(args[outAt + 1])
+  : path.join(WWW, noHidden ? 'dist-no-hidden' : noReference ? 'dist-no-reference' : 'dist');
+// The grader this build ships: www/pkg, or the one without hidden tests, or the one
+// whose page graders carry no reference.
+const PKG = noHidden ? NO_HIDDEN_PKG : noReference ? NO_REFERENCE_PKG : WWW_PKG;
 
 // What loadPyodide() fetches, and nothing else (no console pages, no maps).
 const PYODIDE_FILES = ['pyodide.mjs', 'pyodide.asm.mjs', 'pyodide.asm.wasm', 'python_stdlib.zip', 'pyodide-lock.json'];
@@ -80,28 +98,53 @@ function buildWasm() {
   // The engine's own script, so the page always ships the grader of this tree.
   const script = path.join(WWW, '..', 'scripts', 'build-wasm.sh');
   if (!fs.existsSync(script)) fail(`${script} not found`);
-  if (!noHidden) {
-    console.log('build: scripts/build-wasm.sh');
-    execFileSync('bash', [script], { stdio: 'inherit' });
-    return;
-  }
-  // build-wasm.sh writes www/pkg, which other builds and the e2e tests read (in
-  // parallel under node --test): the graders without hidden tests go to
-  // target/pkg-no-hidden instead, built in their own cargo target dir.
   const repo = path.join(WWW, '..');
-  console.log('build: the graders without hidden tests (scripts/build-wasm.sh --no-hidden) into target/pkg-no-hidden');
-  const tmp = `${NO_HIDDEN_PKG}.tmp-${process.pid}`;
+  // Each mode's graders go to a folder of their own: www/pkg (read by ./lab grade, the
+  // CLI and the tests, in parallel under node --test) only ever holds the graders with
+  // the hidden tests and the reference. The graders without hidden tests build in a
+  // cargo target dir of their own. Built beside the folder, then moved into place.
+  const scriptArgs = [
+    ...(noHidden ? ['--no-hidden', '--target-dir', path.join(repo, 'target', 'no-hidden')] : []),
+    ...(noReference ? ['--no-reference'] : []),
+  ];
+  console.log(`build: scripts/build-wasm.sh ${scriptArgs.length ? `${scriptArgs.filter((a) => a.startsWith('--') && a !== '--target-dir').join(' ')} ` : ''}into ${path.relative(repo, PKG)}`);
+  const tmp = `${PKG}.tmp-${process.pid}`;
   fs.rmSync(tmp, { recursive: true, force: true });
-  execFileSync('bash', [script, '--no-hidden', '--out', tmp, '--target-dir', path.join(repo, 'target', 'no-hidden')], { cwd: repo, stdio: 'inherit' });
-  fs.rmSync(NO_HIDDEN_PKG, { recursive: true, force: true });
-  fs.renameSync(tmp, NO_HIDDEN_PKG);
+  try {
+    execFileSync('bash', [script, ...scriptArgs, '--out', tmp], { cwd: repo, stdio: 'inherit' });
+  } catch (e) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  }
+  moveIntoPlace(tmp, PKG);
+}
+
+/**
+ * Replaces folder `dir` with `tmp` (a sibling): the old one is moved aside, the new
+ * one renamed into place, the old one removed. A reader sees the old folder or the
+ * new one, whole (or, between two renames, none). Another build moving its own into
+ * place at the same moment makes the rename fail; then it is tried again.
+ */
+function moveIntoPlace(tmp, dir) {
+  const old = `${dir}.old-${process.pid}`;
+  for (let attempt = 0; ; attempt++) {
+    fs.rmSync(old, { recursive: true, force: true });
+    try { fs.renameSync(dir, old); } catch (e) { if (e.code !== 'ENOENT') throw e; }
+    try {
+      fs.renameSync(tmp, dir);
+      break;
+    } catch (e) {
+      if (!['ENOTEMPTY', 'EEXIST'].includes(e.code) || attempt >= 5) throw e;
+    }
+  }
+  fs.rmSync(old, { recursive: true, force: true });
 }
 
 async function loadPkg(dir) {
   for (const f of PKG_FILES) {
     if (!fs.existsSync(path.join(dir, f))) {
       fail(`${path.relative(path.join(WWW, '..'), dir)}/${f} is missing: `
-        + (noHidden ? 'run node build.mjs --no-hidden without --no-wasm first' : 'run scripts/build-wasm.sh from the repo root first'));
+        + (PKG !== WWW_PKG ? `run node build.mjs ${noHidden ? '--no-hidden' : '--no-reference'} without --no-wasm first` : 'run scripts/build-wasm.sh from the repo root first'));
     }
   }
   const pkg = await import(new URL(`file://${path.join(dir, 'delivery_lab.js')}`).href);
@@ -123,6 +166,7 @@ async function checkGrader() {
       const lab = JSON.parse(grader.lab(id));
       hidden += lab.tests.filter((t) => t.kind === 'hidden').length;
       bridges[id] = lab.bridge_py;
+      if (noReference && lab.reference_py) throw new Error(`built without the reference, yet labs/${id} carries it`);
     }
     if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);
     if (!hidden) console.warn('build: note: these graders have no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
@@ -161,9 +205,22 @@ async function main() {
   const grader = await checkGrader();
   const pyodideVersion = JSON.parse(fs.readFileSync(path.join(PYODIDE, 'package.json'), 'utf8')).version;
 
-  fs.rmSync(DIST, { recursive: true, force: true });
-  fs.mkdirSync(DIST, { recursive: true });
+  // Built beside the output folder, then moved into place (moveIntoPlace).
+  const OUT = DIST;
+  const DIST_TMP = `${OUT}.tmp-${process.pid}`;
+  fs.rmSync(DIST_TMP, { recursive: true, force: true });
+  fs.mkdirSync(DIST_TMP, { recursive: true });
+  try {
+    await writePage(DIST_TMP, grader, pyodideVersion, { name: path.relative(process.cwd(), OUT) || '.', t0 });
+  } catch (e) {
+    fs.rmSync(DIST_TMP, { recursive: true, force: true });
+    throw e;
+  }
+  moveIntoPlace(DIST_TMP, OUT);
+}
 
+/** The page, from the graders in PKG, into DIST (a fresh folder); prints its figures as `name`'s. */
+async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
   await esbuild.build({
     absWorkingDir: WWW,
     entryPoints: { main: 'src/main.js', worker: 'src/worker.js', style: 'src/style.css', embed: 'src/embed.js' },
@@ -211,6 +268,8 @@ async function main() {
     labs: grader.labs,
     // false: the grader has no hidden tests; the page grades them with POST grade instead.
     hidden: grader.hidden > 0,
+    // false: no served file carries the reference solution; the page offers no comparison.
+    reference: !noReference,
     // The origins that may embed the page and use its postMessage API (--allow-origin);
     // a page's host-origin can only narrow this. Empty: the API is off.
     allowOrigins,
@@ -238,7 +297,8 @@ async function main() {
   fs.writeFileSync(path.join(DIST, 'sw.js'), sw);
 
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
-  console.log(`build: ${path.relative(process.cwd(), DIST) || '.'} version ${version} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const mode = noHidden ? 'no hidden tests, no reference' : noReference ? 'hidden tests, no reference' : 'hidden tests and the reference';
+  console.log(`build: ${name} version ${version} in ${((performance.now() - t0) / 1000).toFixed(1)} s (${mode})`);
   console.log(`  app     ${mb(build.totals.app.raw)} raw, ${mb(build.totals.app.gzip)} gzip`);
   console.log(`  pyodide ${pyodideVersion}: ${mb(build.totals.pyodide.raw)} raw, ${mb(build.totals.pyodide.gzip)} gzip`);
   console.log(`  embedding: ${allowOrigins.length ? `postMessage API for ${allowOrigins.join(', ')}` : 'postMessage API off (no --allow-origin)'}`);

@@ -1,6 +1,12 @@
 // A small static server for www/dist on 127.0.0.1.
-//   node serve.mjs [--port N] [--root DIR] [--quiet] [--no-isolation] [--host NAME]...
-//                  [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...
+//   node serve.mjs [--port N] [--root DIR] [--hidden | --no-hidden] [--quiet] [--no-isolation]
+//                  [--host NAME]... [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...
+//
+// It serves the build it started with, and only that one: every file of the root is
+// read into memory at start, so a build made later in the same checkout (build.mjs
+// moves a new folder into place) changes nothing it serves. --hidden / --no-hidden say
+// which build it was asked for (build.json's `hidden`): it refuses to start on a build
+// of the other mode. --no-hidden without --root serves www/dist-no-hidden.
 // It sends COOP/COEP so the page is crossOriginIsolated (SharedArrayBuffer, which
 // the 8 s limit's interrupt needs), the MIME types browsers insist on for modules
 // and WASM, and gzip for large compressible files. --port 0 picks a free port;
@@ -35,7 +41,6 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { pipeline } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
 import { SEED_MAX } from './src/engine.mjs';
@@ -62,13 +67,15 @@ const MIME = {
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map', '.svg', '.txt', '.py', '.md']);
 const GZIP_MIN_BYTES = 1024;
 
-const USAGE = 'usage: node serve.mjs [--port N] [--root DIR] [--quiet] [--no-isolation] [--host NAME]...\n'
-  + '                      [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...';
+const USAGE = 'usage: node serve.mjs [--port N] [--root DIR] [--hidden | --no-hidden] [--quiet] [--no-isolation] [--host NAME]...\n'
+  + '                      [--grading [--jobs N] [--per-client N] [--secret-file FILE] [--hidden-statuses each|aggregate]]\n'
+  + '                      [--allow-origin ORIGIN]...';
 
 /** The command line as serve()'s options; throws an Error with .usage set on a bad one. */
 export function parseArgs(argv) {
   const opts = { port: 8000, root: path.join(HERE, 'dist'), quiet: false, grading: false, jobs: 1, isolate: true, hosts: [], allowOrigins: [] };
   let perClient;
+  let rootGiven = false;
   const bad = (message) => Object.assign(new Error(message), { usage: true });
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -80,7 +87,10 @@ export function parseArgs(argv) {
     };
     const is = (name) => a === name || a.startsWith(`${name}=`);
     if (is('--port')) opts.port = Number(value('--port'));
-    else if (is('--root')) opts.root = path.resolve(value('--root'));
+    else if (is('--root')) { opts.root = path.resolve(value('--root')); rootGiven = true; }
+    // The build's mode it was asked for (build.json hidden); serve() refuses another.
+    else if (a === '--hidden') opts.hidden = true;
+    else if (a === '--no-hidden') opts.hidden = false;
     else if (a === '--quiet') opts.quiet = true;
     else if (a === '--grading') opts.grading = true;
     else if (a === '--no-isolation') opts.isolate = false;
@@ -88,10 +98,20 @@ export function parseArgs(argv) {
     else if (is('--per-client')) perClient = Number(value('--per-client'));
     else if (is('--host')) opts.hosts.push(checkHostName(value('--host')));
     else if (is('--allow-origin')) opts.allowOrigins.push(checkOrigin(value('--allow-origin')));
+    // Hidden inputs drawn per submission (cli/hidden.mjs): from this secret (else one
+    // of the process's own); aggregate: learners see only how many hidden tests passed.
+    else if (is('--secret-file')) opts.secretFile = value('--secret-file');
+    else if (is('--hidden-statuses')) {
+      opts.hiddenStatuses = value('--hidden-statuses');
+      if (!['each', 'aggregate'].includes(opts.hiddenStatuses)) throw bad('--hidden-statuses must be each or aggregate');
+    }
     else if (a === '--help' || a === '-h') throw Object.assign(bad(''), { help: true });
     else throw bad(`unknown argument ${a}`);
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw bad('--port needs a number from 0 to 65535');
+  if (argv.includes('--hidden') && argv.includes('--no-hidden')) throw bad('--hidden and --no-hidden: give one');
+  // Each mode's build has its own folder (build.mjs).
+  if (opts.hidden === false && !rootGiven) opts.root = path.join(HERE, 'dist-no-hidden');
   if (!Number.isInteger(opts.jobs) || opts.jobs < 1 || opts.jobs > 64) throw bad('--jobs needs a number from 1 to 64');
   if (perClient !== undefined) {
     if (!Number.isInteger(perClient) || perClient < 1) throw bad('--per-client needs a whole number from 1');
@@ -146,10 +166,10 @@ export const SERVER_LIMITS = Object.freeze({
 // plus waiting), at least 1, so a single client cannot fill the queue.
 export const GRADE_LIMITS = Object.freeze({ maxBodyBytes: 64 * 1024, waitingPerJob: 2, retryAfterS: 2, bodyTimeoutMs: 10_000, clientShare: 4 });
 
-/** The origins allowed to embed the build in `root` (its build.json), [] when none. */
-function embedOrigins(root) {
+/** The origins allowed to embed the build (its build.json, from the server's snapshot), [] when none. */
+function embedOrigins(files) {
   try {
-    const list = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).allowOrigins;
+    const list = JSON.parse(files.get('build.json').buf.toString('utf8')).allowOrigins;
     // Read by the same rule that wrote them: nothing else goes into the header.
     return Array.isArray(list) ? list.filter((o) => typeof o === 'string' && parseOrigin(o).origin === o) : [];
   } catch {
@@ -185,14 +205,15 @@ async function knownLabs(root) {
  * goes away before its answer aborts its job. Requests with an Origin header other
  * than the server's own (http or https on the request's Host) or one of
  * `allowOrigins` get 403; the allowed ones get CORS headers and a preflight answer.
- * Every refusal is JSON `{error}` with a 4xx.
+ * Every refusal is JSON `{error}` with a 4xx; while the pool cannot start sandboxes
+ * (its error's code is ESANDBOXSTART) 503 with Retry-After, `{error, retry_after_s}`.
  * Returns (req, res) => void, with .stats() for tests and logs.
  */
-export function createGradeHandler({ pool, labs = null, jobs = 1, maxBodyBytes = GRADE_LIMITS.maxBodyBytes,
+export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefined, jobs = 1, maxBodyBytes = GRADE_LIMITS.maxBodyBytes,
   maxWaiting = jobs * GRADE_LIMITS.waitingPerJob, perClient, retryAfterS = GRADE_LIMITS.retryAfterS,
   bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, allowOrigins = [], headers = {} }) {
   let inFlight = 0;
-  const counts = { graded: 0, refused: 0, busy: 0, failed: 0, aborted: 0, peak: 0 };
+  const counts = { graded: 0, refused: 0, busy: 0, failed: 0, aborted: 0, unavailable: 0, peak: 0 };
   const capacity = jobs + maxWaiting;
   perClient ??= Math.max(1, Math.ceil(capacity / GRADE_LIMITS.clientShare));
   const byClient = new Map(); // remote address -> submissions waiting or grading
@@ -339,12 +360,22 @@ export function createGradeHandler({ pool, labs = null, jobs = 1, maxBodyBytes =
     res.once('close', gone);
     socket.once('close', gone);
     Promise.resolve()
-      .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), format: 'json', signal: controller.signal }))
+      .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), hidden: hiddenOf(lab, source), format: 'json', signal: controller.signal }))
       .then((json) => {
         counts.graded += 1;
         reply(res, 200, String(json).trim());
       }, (e) => {
         if (controller.signal.aborted) { counts.aborted += 1; return; }
+        if (e?.code === 'ESANDBOXSTART') {
+          // The pool's sandboxes fail to start and it retries with backoff (pool.mjs
+          // SandboxStartError): not this submission's fault, and not for good.
+          counts.unavailable += 1;
+          console.error(`serve: POST /grade: ${e.message}`);
+          const after = Math.max(1, Math.ceil(Number(e.retryAfterS) || retryAfterS));
+          reply(res, 503, { error: `the grader is temporarily unable to start sandboxes; try again in ${after} s`, retry_after_s: after },
+            { 'Retry-After': String(after) });
+          return;
+        }
         counts.failed += 1;
         reply(res, 500, { error: `the grader failed: ${e?.message || e}` });
       })
@@ -392,17 +423,20 @@ const REQUESTS = Symbol('requests on this connection');
  * `hosts` are the Host names served besides LOOPBACK_NAMES; `allowOrigins` the origins
  * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
-export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet = false, isolate = true, grading = false, jobs = 1,
-  hosts = [], allowOrigins = [], ...limits } = {}) {
+export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
+  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', ...limits } = {}) {
   const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
   if (!fs.existsSync(path.join(root, 'index.html'))) {
     throw new Error(`${root} has no index.html: run "npm run build" first`);
   }
-  const gzipCache = new Map(); // path -> {mtimeMs, buf}: each file is compressed once
+  // The build it serves, pinned: whatever is built later is not served by this server.
+  const files = snapshotFiles(root);
+  if (hidden !== undefined) checkMode(root, files, hidden);
+  const gzipCache = new Map(); // path -> gzipped bytes: each file is compressed once
   // The origins the build lets embed the lab (build.mjs --allow-origin): browsers
   // then refuse to frame its pages anywhere else.
-  const frameAncestors = embedOrigins(root);
+  const frameAncestors = embedOrigins(files);
   const security = (kind) => securityHeaders(isolate, kind, frameAncestors);
   hosts = hosts.map(checkHostName);
   allowOrigins = allowOrigins.map(checkOrigin);
@@ -420,8 +454,15 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
       pool = createGradingPool({ jobs: poolJobs, ...(g.timeoutS ? { timeoutS: g.timeoutS } : {}) });
       await pool.ready;
     }
+    // Each submission's hidden inputs, drawn from the secret and the submission
+    // (cli/hidden.mjs); the seed reaches no answer (the learner's report).
+    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'cli', 'hidden.mjs')).href);
+    const { loadGrader } = await import(pathToFileURL(path.join(HERE, 'src', 'node_host.mjs')).href);
+    const registry = new (await loadGrader()).Grader();
+    const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
+    const hiddenOf = hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses, variantLabs });
     grade = createGradeHandler({
-      pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root), allowOrigins,
+      pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root), allowOrigins, hiddenOf,
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),
       ...(g.maxWaiting !== undefined ? { maxWaiting: g.maxWaiting } : {}),
       ...(g.perClient !== undefined ? { perClient: g.perClient } : {}),
@@ -476,10 +517,12 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
     const file = path.join(root, path.normalize(rel));
     // Nothing outside the root, whatever the URL says.
     if (file !== root && !file.startsWith(root + path.sep)) return send(res, 403, 'Forbidden\n');
-    fs.stat(file, guard(res, (err, st) => {
-      if (err || !st.isFile()) return send(res, 404, 'Not found\n');
+    guard(res, () => {
+      const key = path.relative(root, file);
+      const st = files.get(key); // the snapshot taken at start, never the folder as it is now
+      if (!st) return send(res, 404, 'Not found\n');
       const ext = path.extname(file).toLowerCase();
-      const kind = ext === '.html' ? 'page' : path.relative(root, file) === 'embed.js' ? 'embed' : 'file';
+      const kind = ext === '.html' ? 'page' : key === 'embed.js' ? 'embed' : 'file';
       const etag = `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
       const headers = {
         'Content-Type': MIME[ext] || 'application/octet-stream',
@@ -496,19 +539,17 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
       const accepts = /\bgzip\b/.test(req.headers['accept-encoding'] || '');
       if (accepts && COMPRESSIBLE.has(ext) && st.size >= GZIP_MIN_BYTES) {
         headers.Vary = 'Accept-Encoding';
-        let hit = gzipCache.get(file);
-        if (!hit || hit.mtimeMs !== st.mtimeMs) {
-          hit = { mtimeMs: st.mtimeMs, buf: zlib.gzipSync(fs.readFileSync(file), { level: 6 }) };
-          gzipCache.set(file, hit);
+        let gz = gzipCache.get(key);
+        if (!gz) {
+          gz = zlib.gzipSync(st.buf, { level: 6 });
+          gzipCache.set(key, gz);
         }
-        res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': hit.buf.length });
-        return res.end(req.method === 'HEAD' ? undefined : hit.buf);
+        res.writeHead(200, { ...headers, 'Content-Encoding': 'gzip', 'Content-Length': gz.length });
+        return res.end(req.method === 'HEAD' ? undefined : gz);
       }
       res.writeHead(200, { ...headers, 'Content-Length': st.size });
-      if (req.method === 'HEAD') return res.end();
-      // A file that goes away mid-read ends the response early instead of throwing.
-      pipeline(fs.createReadStream(file), res, () => {});
-    }));
+      res.end(req.method === 'HEAD' ? undefined : st.buf);
+    })();
   }
 
   const server = http.createServer({
@@ -577,6 +618,71 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), quiet
       resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : null });
     });
   });
+}
+
+/**
+ * Every file under `root` (symlinks to files followed, to folders not), read into
+ * memory: rel path -> { buf, size, mtimeMs }. What the server serves for its whole
+ * life, so a build made while it runs (the same folder moved into place again, or
+ * written over) cannot change it: pages, workers and graders always match.
+ */
+function snapshotFiles(root) {
+  // A build moved into place while the files are read would mix two builds: its
+  // build.json (written last, with its own builtAt) differs after the walk; read again.
+  const buildJson = () => { try { return fs.readFileSync(path.join(root, 'build.json')); } catch { return null; } };
+  for (let attempt = 0; ; attempt++) {
+    const before = buildJson();
+    const files = readAll(root);
+    const after = buildJson();
+    const same = before === null ? after === null : after !== null && before.equals(after);
+    if ((same && (after === null || files.get('build.json')?.buf.equals(after))) || attempt >= 4) return files;
+  }
+}
+
+function readAll(root) {
+  const files = new Map();
+  const walk = (dir, depth) => {
+    let entries;
+    try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; } // moved away meanwhile
+    for (const e of entries) {
+      const full = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (depth < 16) walk(full, depth + 1);
+        continue;
+      }
+      let st;
+      let buf;
+      try {
+        st = fs.statSync(full);
+        if (!st.isFile()) continue;
+        buf = fs.readFileSync(full);
+      } catch {
+        continue; // gone (a build moved it away), or a dangling link
+      }
+      files.set(path.relative(root, full), { buf, size: buf.length, mtimeMs: st.mtimeMs });
+    }
+  };
+  walk(root, 0);
+  return files;
+}
+
+/**
+ * Refuses (throws) a build whose mode is not the one asked for: build.json's `hidden`
+ * (build.mjs) must equal `hidden`. A --no-hidden server never serves the hidden tests.
+ */
+function checkMode(root, files, hidden) {
+  const want = hidden ? 'with the hidden tests' : 'without the hidden tests (--no-hidden)';
+  let build;
+  try {
+    build = JSON.parse(files.get('build.json').buf.toString('utf8'));
+  } catch {
+    throw new Error(`${root} has no readable build.json, so its mode is unknown; asked for a build ${want}: refusing to start`);
+  }
+  if (build.hidden !== hidden) {
+    throw new Error(`${root} holds a build ${build.hidden ? 'with the hidden tests' : 'without the hidden tests'}, `
+      + `but this server was asked for one ${want}: refusing to start `
+      + `(./lab build${hidden ? '' : ' --no-hidden'} makes it, in www/${hidden ? 'dist' : 'dist-no-hidden'}/)`);
+  }
 }
 
 /**

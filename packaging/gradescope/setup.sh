@@ -2,8 +2,12 @@
 # Gradescope runs this once, as root, when it builds the autograder's image from
 # autograder.zip (unpacked in /autograder/source), not once per submission. It
 # installs Node.js 20 or newer, the grader's one runtime (its Python is Pyodide,
-# inside grader/), then checks that the grader passes the lab's reference solution,
-# so that a broken image fails here and not on a learner's submission.
+# inside grader/), and bubblewrap, the grader's sandbox (used when this container
+# lets it make user namespaces; else each sandbox is walled by a uid of its own
+# alone), then checks that the grader passes the lab's reference solution, so that
+# a broken image fails here and not on a learner's submission. That check also
+# makes this package root's (platform.mjs: the grader private to root but for what
+# a sandbox reads) and prints which wall it used.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 NEED_MAJOR=20
@@ -12,7 +16,7 @@ node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends nodejs ca-certificates curl xz-utils >/dev/null
+apt-get install -y -qq --no-install-recommends nodejs ca-certificates curl xz-utils bubblewrap util-linux >/dev/null
 
 if (( $(node_major) < NEED_MAJOR )); then
   # Ubuntu's own nodejs is 12 on 22.04 (Gradescope's default image) and 18 on
@@ -37,4 +41,4 @@ fi
 echo "setup.sh: Node.js $(node --version)"
 (( $(node_major) >= NEED_MAJOR )) || { echo "setup.sh: Node.js $NEED_MAJOR or newer is needed" >&2; exit 1; }
 
-node "$here/grader/cli/platform.mjs" --self-check --lab '@LAB@' --no-sandbox
+node "$here/grader/cli/platform.mjs" --self-check --lab '@LAB@' --private "$here"

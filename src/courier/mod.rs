@@ -21,7 +21,7 @@ pub mod provider_wasm;
 pub mod tables;
 pub mod units;
 
-use crate::lab::{Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
+use crate::lab::{HiddenInputs, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{
     Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
 };
@@ -73,7 +73,7 @@ static INFO: LabInfo = LabInfo {
         "heartbeat",
     ],
     starter_py: include_str!("starter.py"),
-    reference_py: include_str!("reference.py"),
+    reference_py: reference_py!("reference.py"),
     instructions_md: include_str!("lab.md"),
     bridge_py: include_str!("bridge.py"),
     world_ops: step_world::OPS,
@@ -117,6 +117,8 @@ static INFO: LabInfo = LabInfo {
             tests: &[CHAOS_TEST],
         },
     ],
+    // Its scripted worlds and chaos seeds are not drawn per submission yet (issue 28).
+    hidden_variants: false,
 };
 
 pub const CHAOS_TEST: &str = "chaos run: 2,000 actions, 200 kills, a database restart";
@@ -154,10 +156,13 @@ impl Lab for Courier {
             .collect()
     }
 
+    /// Its hidden inputs are fixed (`INFO.hidden_variants` is false): the hosts ask
+    /// for no variant of this lab.
     fn grade(
         &self,
         host: &mut dyn LearnerHost,
         seed: u64,
+        _hidden: HiddenInputs,
         audience: Audience,
         mode: RunMode,
     ) -> Report {

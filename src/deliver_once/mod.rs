@@ -12,9 +12,10 @@ pub mod model;
 pub mod reference;
 pub mod rules;
 pub mod suite;
+pub mod variant;
 pub mod world;
 
-use crate::lab::{Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
+use crate::lab::{HiddenInputs, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{Audience, Report, TestKind, TestSheet};
 use crate::value::{LearnerError, Value};
 use case::Case;
@@ -35,7 +36,7 @@ pub static INFO: LabInfo = LabInfo {
     time_limit_s: 8.0,
     functions: &["deliver_once", "next_step"],
     starter_py: include_str!("starter.py"),
-    reference_py: include_str!("reference.py"),
+    reference_py: reference_py!("reference.py"),
     instructions_md: include_str!("lab.md"),
     bridge_py: include_str!("bridge.py"),
     world_ops: world::OPS,
@@ -53,6 +54,7 @@ pub static INFO: LabInfo = LabInfo {
             tests: &[],
         },
     ],
+    hidden_variants: true,
 };
 
 /// The two learner functions as the engine sees them. The world is shared: the
@@ -109,10 +111,11 @@ impl Lab for DeliverOnce {
         &self,
         host: &mut dyn LearnerHost,
         seed: u64,
+        hidden: HiddenInputs,
         audience: Audience,
         mode: RunMode,
     ) -> Report {
-        grade_with(&mut learner::Learner(host), seed, audience, mode)
+        grade_run(&mut learner::Learner(host), seed, hidden, audience, mode)
     }
 }
 
@@ -138,8 +141,27 @@ pub fn grade_with(
     audience: Audience,
     mode: RunMode,
 ) -> Report {
+    grade_run(solution, seed, HiddenInputs::Fixed, audience, mode)
+}
+
+/// `grade_with`, with the hidden tests' inputs `hidden` says (`variant.rs`).
+pub fn grade_run(
+    solution: &mut dyn Solution,
+    seed: u64,
+    hidden: HiddenInputs,
+    audience: Audience,
+    mode: RunMode,
+) -> Report {
+    let varied;
+    let cases: &[Case] = match hidden {
+        HiddenInputs::Fixed => cases(),
+        HiddenInputs::Variant(v) => {
+            varied = variant::vary_all(cases(), v);
+            &varied
+        }
+    };
     let mut limit = TimeLimit::new(mode);
-    let tests = cases()
+    let tests = cases
         .iter()
         .map(|case| {
             limit

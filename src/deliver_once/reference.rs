@@ -10,8 +10,11 @@ use super::world::World;
 use super::Solution;
 use crate::value::{LearnerError, Value};
 
+/// What a task's claim and done marker are stored under: this, then its key.
+pub const CLAIM_PREFIX: &str = "sent:";
+
 pub fn claim_key(task: &Task) -> String {
-    format!("sent:{}", task.key)
+    format!("{CLAIM_PREFIX}{}", task.key)
 }
 
 /// `deliver_once`, and the rule of the row of the contract's table it followed.

@@ -5,13 +5,20 @@
 // processes do. See www/cli/README.md.
 import fs from 'node:fs';
 import path from 'node:path';
-import { SEED_MAX } from '../src/engine.mjs';
+import { firstLab, SEED_MAX } from '../src/engine.mjs';
+import { loadGrader } from '../src/node_host.mjs';
+import { hiddenSeedOf, newSecret, readSecret, SecretError, staffReplay } from './hidden.mjs';
 import { createGradingPool, jsonText, pyFilesIn, readSubmission, terminalSafe, FORMATS } from './pool.mjs';
 
 const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-published|gradescope-hidden|prairielearn]
-                   [--seed N] [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
+                   [--seed N] [--hidden-seed N|none | --secret-file FILE] [--hidden-statuses each|aggregate]
+                   [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
   --lab: the lab's id (default: the course's first lab). A directory means every .py
   file in it (sorted). The platforms' formats (exercism, gradescope*, prairielearn) need --out DIR.
+  Hidden inputs are drawn per submission (labs that can): the hidden seed is a keyed hash of
+  the secret in --secret-file (else a random one for this run) and the submission; staff
+  output shows it, learner reports never. --hidden-seed N replays one; none: the fixed cases.
+  --hidden-statuses aggregate: reports show only how many hidden tests passed.
   Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
 
 function usage(message) {
@@ -20,7 +27,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const o = { lab: null, format: null, seed: null, timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
+  const o = { lab: null, format: null, seed: null, hiddenSeed: undefined, secretFile: null, hiddenStatuses: 'each', timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
   const num = (name, v, { int = false, min = 0 } = {}) => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || (int && !Number.isInteger(n)) || n < min) usage(`${name} needs a ${int ? 'whole ' : ''}number${min ? ` of at least ${min}` : ''}, not ${v ?? 'nothing'}`);
@@ -36,6 +43,14 @@ function parseArgs(argv) {
       case '--lab': o.lab = take(); if (!o.lab) usage('--lab needs a lab id'); break;
       case '--format': o.format = take(); if (!FORMATS.includes(o.format)) usage(`--format must be one of ${FORMATS.join(', ')}, not ${o.format ?? 'nothing'}`); break;
       case '--seed': o.seed = num('--seed', take(), { int: true }); if (o.seed > SEED_MAX) usage(`--seed must be at most ${SEED_MAX}`); break;
+      case '--hidden-seed': {
+        const v = take();
+        o.hiddenSeed = v === 'none' ? 'none' : num('--hidden-seed', v, { int: true });
+        if (o.hiddenSeed !== 'none' && o.hiddenSeed > SEED_MAX) usage(`--hidden-seed must be at most ${SEED_MAX}, or none`);
+        break;
+      }
+      case '--secret-file': o.secretFile = take(); if (!o.secretFile) usage('--secret-file needs a file'); break;
+      case '--hidden-statuses': o.hiddenStatuses = take(); if (!['each', 'aggregate'].includes(o.hiddenStatuses)) usage(`--hidden-statuses must be each or aggregate, not ${o.hiddenStatuses ?? 'nothing'}`); break;
       case '--timeout': o.timeout = num('--timeout', take(), { min: 0.1 }); break;
       case '--jobs': o.jobs = num('--jobs', take(), { int: true, min: 1 }); break;
       case '--memory': o.memory = num('--memory', take(), { int: true, min: 64 }); break;
@@ -49,6 +64,7 @@ function parseArgs(argv) {
     }
   }
   if (!o.files.length) usage('no submission given: name .py files or directories');
+  if (o.hiddenSeed !== undefined && o.secretFile) usage('--hidden-seed replays one seed, --secret-file draws one per submission: give one of them');
   if (!o.format) o.format = process.stdout.isTTY ? 'text' : 'json';
   if (!['json', 'text'].includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
   return o;
@@ -70,6 +86,43 @@ function collect(files) {
 
 const o = parseArgs(process.argv.slice(2));
 const files = collect(o.files);
+
+// Which hidden inputs each submission gets (hidden.mjs): drawn from the secret and
+// the submission, for a lab that can (its registry entry's hidden_variants).
+const registry = new (await loadGrader()).Grader();
+const labId = o.lab ?? firstLab(registry);
+let variants = false;
+try {
+  variants = JSON.parse(registry.lab(labId)).hidden_variants === true;
+} catch {
+  // An unknown lab: the pool says so, as before.
+}
+if (!variants && typeof o.hiddenSeed === 'number') usage(`--hidden-seed: lab ${labId} draws no hidden inputs per submission`);
+let secret = null;
+if (variants && o.hiddenSeed === undefined) {
+  try {
+    secret = o.secretFile ? readSecret(o.secretFile) : newSecret();
+  } catch (e) {
+    if (e instanceof SecretError) usage(`--secret-file ${e.message}`);
+    throw e;
+  }
+}
+/** A submission's hidden seed, or null for the hidden cases as written. */
+function hiddenSeedFor(read) {
+  if (!variants || o.hiddenSeed === 'none' || read.error !== undefined) return null;
+  return typeof o.hiddenSeed === 'number' ? o.hiddenSeed : hiddenSeedOf(secret, labId, read.text);
+}
+
+/** The CLI's line with the staff's facts: the hidden seed after the seed, and the
+ *  replay command that reproduces the report. */
+function staffLine(line, hiddenSeed) {
+  const out = {};
+  for (const [k, v] of Object.entries(line)) {
+    out[k] = k === 'replay' ? staffReplay(v, hiddenSeed, o.hiddenStatuses) : v;
+    if (k === 'seed' && hiddenSeed !== null) out.hidden_seed = hiddenSeed;
+  }
+  return out;
+}
 if (o.out) fs.mkdirSync(o.out, { recursive: true });
 
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
@@ -117,7 +170,8 @@ function flush() {
     else {
       const p = outPath(file);
       fs.writeFileSync(p, text);
-      process.stdout.write(`${terminalSafe(file)}: ${line.status} ${line.passed}/${line.total} -> ${terminalSafe(p)}\n`);
+      const seen = line.hidden_seed === undefined ? '' : ` (hidden seed ${line.hidden_seed})`;
+      process.stdout.write(`${terminalSafe(file)}: ${line.status} ${line.passed}/${line.total} -> ${terminalSafe(p)}${seen}\n`);
     }
   }
 }
@@ -135,14 +189,20 @@ async function gradeOne(i) {
   const file = files[i];
   const read = readSubmission(file);
   const formats = o.format === 'json' ? ['json'] : ['json', o.format];
+  const hiddenSeed = hiddenSeedFor(read);
+  const hidden = { seed: hiddenSeed, statuses: o.hiddenStatuses };
   const t0 = performance.now();
   const out = read.error !== undefined
-    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats })
-    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats });
-  const line = JSON.parse(out.json);
+    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden })
+    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden });
+  const engineLine = JSON.parse(out.json);
+  const line = staffLine(engineLine, hiddenSeed);
   line.file = file;
   if (line.duration_ms == null) line.duration_ms = Math.round(performance.now() - t0);
-  const text = o.format === 'json' ? null : out[o.format];
+  // The text report is the staff's here: its replay line gets the hidden seed too.
+  // The platforms' files are the learners': they stay as the engine made them.
+  let text = o.format === 'json' ? null : out[o.format];
+  if (o.format === 'text') text = text.split(engineLine.replay).join(line.replay);
   results[i] = { file, line, text };
   done++;
   progress();

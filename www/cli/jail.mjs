@@ -64,17 +64,37 @@ export function sandboxUid(ownerPid = process.pid) {
 }
 
 /** SIGKILL to every process running as `uid` (a sandbox's, after its run): what
- *  nothing else ended, whatever its parent. How many there were. */
+ *  nothing else ended, whatever its parent. Pass after pass over /proc until one
+ *  finds none alive (a process that forked while a pass went by is caught by the
+ *  next; a killed process cannot fork). How many were killed. */
 export function killUid(uid) {
   if (!Number.isInteger(uid) || uid < SANDBOX_UID_BASE) return 0;
   let n = 0;
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (fs.statSync(`/proc/${d}`).uid === uid) { process.kill(Number(d), 'SIGKILL'); n++; }
-    } catch { /* gone */ }
+  for (let pass = 0; pass < 20; pass++) {
+    let found = 0;
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        if (fs.statSync(`/proc/${d}`).uid !== uid) continue;
+        // A zombie is dead already: its parent reaps it.
+        if (/^\d+ \(.*\) [ZX]/s.test(fs.readFileSync(`/proc/${d}/stat`, 'utf8'))) continue;
+        process.kill(Number(d), 'SIGKILL');
+        found++;
+      } catch { /* gone */ }
+    }
+    n += found;
+    if (!found) break;
   }
   return n;
+}
+
+/** Whether any process, a zombie included, runs as `uid`. */
+export function uidHasProcess(uid) {
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try { if (fs.statSync(`/proc/${d}`).uid === uid) return true; } catch { /* gone */ }
+  }
+  return false;
 }
 
 /** `name`'s absolute path on this process's PATH, or null. */
@@ -95,10 +115,11 @@ const TOOLS = { bwrap: 'bubblewrap', prlimit: 'util-linux', setpriv: 'util-linux
  * seeing only `readPaths` (absolute files or folders, bound read-only at the same
  * place), as `uid` under root (sandboxUid(): one of its own; required then).
  * `bwrap: false` leaves bubblewrap out (where a container forbids user
- * namespaces): the uid and the rlimits still hold. Returns { cmd, args, uid }.
+ * namespaces): the uid and the rlimits still hold. `rlimits` overrides some of
+ * RLIMITS (the pool's trusted steps, which write files). Returns { cmd, args, uid }.
  */
-export function jailCommand(argv, readPaths, { uid = null, bwrap = true } = {}) {
-  const limits = Object.entries(RLIMITS).map(([k, v]) => `--${k}=${v}:${v}`);
+export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits = {} } = {}) {
+  const limits = Object.entries({ ...RLIMITS, ...rlimits }).map(([k, v]) => `--${k}=${v}:${v}`);
   const binds = [];
   // /usr holds node and the libraries it links; on a merged-/usr system /lib and
   // friends are links into it.
@@ -124,31 +145,41 @@ export function jailCommand(argv, readPaths, { uid = null, bwrap = true } = {}) 
   if (root() && !(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE)) {
     throw new Error('jailCommand: under root a sandbox needs a uid of its own (sandboxUid())');
   }
+  // Without bubblewrap's --die-with-parent, the kernel's parent-death signal
+  // (set by setpriv after it drops to the uid, kept through the execs).
   const prefix = root()
-    ? [which('setpriv') ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', '--', ...prlimit]
+    ? [which('setpriv') ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs',
+      ...(bwrap ? [] : ['--pdeathsig=KILL']), '--', ...prlimit]
     : prlimit;
   const inner = bwrap ? jail : argv;
   return { cmd: prefix[0], args: [...prefix.slice(1), ...inner], uid: root() ? uid : null };
 }
 
-let probed;
+const probed = new Map();
 /**
  * Whether the jail works here: '' when it does, else why not (bubblewrap missing,
- * user namespaces disabled, ...). Probed once, with node itself inside.
+ * user namespaces disabled, ...). Probed once, with node itself inside. With
+ * `bwrap: false` (--no-sandbox), whether its other walls work: prlimit, and under
+ * root setpriv dropping to a sandbox uid.
  */
-export function jailProblem() {
-  if (probed === undefined) {
-    const missing = Object.keys(TOOLS).filter((t) => (t !== 'setpriv' || root()) && !which(t));
-    if (missing.length) {
-      probed = `${missing.join(', ')} not found on PATH (Debian's ${[...new Set(missing.map((t) => TOOLS[t]))].join(', ')})`;
-      return probed;
-    }
-    const { cmd, args } = jailCommand([process.execPath, '-e', 'process.exit(process.pid === 2 ? 0 : 3)'], [],
-      { uid: sandboxUid() });
-    const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, timeout: 20000 });
-    if (r.error) probed = `${cmd} could not be started (${r.error.code || r.error.message})`;
-    else if (r.status === 0) probed = '';
-    else probed = `bubblewrap did not start a sandbox (exit ${r.status ?? r.signal}): ${String(r.stderr).trim().slice(0, 500)}`;
+export function jailProblem({ bwrap = true } = {}) {
+  if (!probed.has(bwrap)) probed.set(bwrap, probe(bwrap));
+  return probed.get(bwrap);
+}
+
+function probe(bwrap) {
+  const missing = Object.keys(TOOLS).filter((t) => (t !== 'setpriv' || root()) && (t !== 'bwrap' || bwrap) && !which(t));
+  if (missing.length) {
+    return `${missing.join(', ')} not found on PATH (Debian's ${[...new Set(missing.map((t) => TOOLS[t]))].join(', ')})`;
   }
-  return probed;
+  const uid = sandboxUid();
+  if (root() && uid === null) return 'no sandbox uid is free';
+  const check = bwrap ? 'process.pid === 2' : `process.getuid() === ${uid ?? process.getuid()}`;
+  const { cmd, args } = jailCommand([process.execPath, '-e', `process.exit(${check} ? 0 : 3)`], [], { uid, bwrap });
+  const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, cwd: '/', timeout: 20000 });
+  killUid(uid);
+  if (r.error) return `${cmd} could not be started (${r.error.code || r.error.message})`;
+  if (r.status === 0) return '';
+  const what = bwrap ? 'bubblewrap did not start a sandbox' : `${root() ? 'setpriv and prlimit' : 'prlimit'} did not start a process`;
+  return `${what} (exit ${r.status ?? r.signal}): ${String(r.stderr).trim().slice(0, 500)}`;
 }

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { marked } from 'marked';
 import { CLI_LIMIT_FACTOR } from './pool.mjs';
+import { newSecret, PACKAGED_SECRET_FILE } from './hidden.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -28,12 +29,14 @@ const MARKER = '.delivery-lab-package';
 const DEFAULT_IMAGE = 'node:20-bookworm-slim';
 
 const USAGE = `usage: ./lab package gradescope|prairielearn|exercism [--lab ID] [--out DIR]
-                     [--hidden-until-published] [--image NAME]
+                     [--hidden-until-published] [--hidden-statuses each|aggregate] [--image NAME]
   --lab: the lab (default: the course's first; exercism: every lab, each an exercise).
   --out: where the package goes (default: packages/<platform>/); a folder this
          command did not write is never replaced.
   --hidden-until-published: Gradescope shows hidden tests once the grades are
          published (default: after the due date).
+  --hidden-statuses aggregate: learners see only how many hidden tests passed
+         (default each: every hidden test's name and status).
   --image: the Docker image PrairieLearn runs the grader in (default ${DEFAULT_IMAGE}).`;
 
 function usage(message) {
@@ -42,7 +45,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const o = { platform: argv[0], lab: null, out: null, untilPublished: false, image: DEFAULT_IMAGE };
+  const o = { platform: argv[0], lab: null, out: null, untilPublished: false, image: DEFAULT_IMAGE, hiddenStatuses: 'each' };
   if (!PLATFORMS.includes(o.platform)) usage(`name a platform: ${PLATFORMS.join(', ')}`);
   for (let i = 1; i < argv.length; i++) {
     const a = argv[i];
@@ -50,6 +53,10 @@ function parseArgs(argv) {
     if (a === '--lab') o.lab = value();
     else if (a === '--out') o.out = value();
     else if (a === '--image') o.image = value();
+    else if (a === '--hidden-statuses') {
+      o.hiddenStatuses = value();
+      if (!['each', 'aggregate'].includes(o.hiddenStatuses)) usage(`--hidden-statuses must be each or aggregate, not ${o.hiddenStatuses}`);
+    }
     else if (a === '--hidden-until-published' && o.platform === 'gradescope') o.untilPublished = true;
     else usage(`unknown option ${a}${a.startsWith('--hidden') ? ' (only for gradescope)' : ''}`);
   }
@@ -61,10 +68,12 @@ function parseArgs(argv) {
  *  sandbox, the engine, the bridge, the built WASM grader, Pyodide. */
 const GRADER_FILES = [
   'cli/platform.mjs', 'cli/pool.mjs', 'cli/frames.mjs', 'cli/jail.mjs', 'cli/procfs.mjs', 'cli/python.mjs',
-  'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs',
+  'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs', 'cli/hidden.mjs',
   'src/engine.mjs', 'src/node_host.mjs', 'src/bridge.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];
 const PYODIDE = 'node_modules/pyodide';
+/** platform.mjs's GRADER_MARKER (not imported: platform.mjs is a script that runs on import). */
+const GRADER_MARKER = '.delivery-lab-grader';
 /** Pyodide's files a grader never reads: source maps, type declarations, its demo pages. */
 const PYODIDE_UNUSED = /\.(map|d\.ts|html)$|^README/;
 
@@ -82,6 +91,13 @@ export function copyGrader(dest) {
   }
   // pkg/delivery_lab.js is an ES module with a .js name.
   fs.writeFileSync(path.join(dest, 'package.json'), `${JSON.stringify({ private: true, type: 'module' }, null, 2)}\n`);
+  // The mark of a packaged grader: platform.mjs, run as root, makes only such a
+  // folder root's own (never a checkout's www/ it is run from).
+  fs.writeFileSync(path.join(dest, GRADER_MARKER), 'A copy of the grader written by ./lab package: platform.mjs sets its owner and modes at start.\n');
+  // The package's own secret: each submission's hidden inputs are drawn from it and
+  // the submission (hidden.mjs), so the same file gets the same grade on a regrade,
+  // and a key learned from one submission tells nothing of the next.
+  fs.writeFileSync(path.join(dest, PACKAGED_SECRET_FILE), newSecret(), { mode: 0o600 });
 }
 
 /** packaging/<platform>/<name> with each @KEY@ replaced by vars[KEY]; every one must be. */
@@ -179,6 +195,7 @@ export async function writePackage(o) {
         TITLE: lab.title,
         FORMAT: o.untilPublished ? 'gradescope-published' : 'gradescope',
         VISIBILITY: o.untilPublished ? 'after_published (shown once the grades are published)' : 'after_due_date (shown after the due date)',
+        HIDDEN_STATUSES: o.hiddenStatuses ?? 'each',
       };
       copyGrader(path.join(stage, 'grader'));
       writeFile(path.join(stage, 'setup.sh'), fill('gradescope', 'setup.sh', vars), { exec: true });
@@ -212,7 +229,7 @@ export async function writePackage(o) {
         timeout,
       },
     };
-    const vars = { LAB: lab.id, TITLE: lab.title, TIMEOUT: timeout, IMAGE: o.image };
+    const vars = { LAB: lab.id, TITLE: lab.title, TIMEOUT: timeout, IMAGE: o.image, HIDDEN_STATUSES: o.hiddenStatuses ?? 'each' };
     writeFile(path.join(q, 'info.json'), `${JSON.stringify(info, null, 2)}\n`);
     writeFile(path.join(q, 'question.html'), questionHtml(lab));
     writeFile(path.join(q, 'starter.py'), lab.starter_py);
@@ -223,7 +240,7 @@ export async function writePackage(o) {
   }
 
   // exercism
-  const vars = { LABS: labs.map((l) => l.id).join(', '), FIRST_LAB: lab.id };
+  const vars = { LABS: labs.map((l) => l.id).join(', '), FIRST_LAB: lab.id, HIDDEN_STATUSES: o.hiddenStatuses ?? 'each' };
   writeFile(path.join(o.out, 'bin', 'run.sh'), fill('exercism', 'run.sh', vars), { exec: true });
   writeFile(path.join(o.out, 'Dockerfile'), fill('exercism', 'Dockerfile', vars));
   writeFile(path.join(o.out, 'README.md'), fill('exercism', 'README.md', vars));

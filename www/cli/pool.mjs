@@ -1,7 +1,8 @@
 // The grading pool: the trusted side. It runs no learner code. Per --jobs slot it
 // keeps a grading thread (grader_thread.mjs: the WASM grader, the worlds, the
-// verdict) and a sandbox process started ahead (sandbox.mjs in jail.mjs's walls),
-// so that one is always ready. Each submission gets a fresh sandbox, used once and
+// verdict) and a sandbox process started ahead (sandbox.mjs in jail.mjs's walls;
+// under root as a uid of its own, whose every process is killed before the uid
+// goes to another sandbox), so that one is always ready. Each submission gets a fresh sandbox, used once and
 // killed: nothing of one submission (its process, pipes, memory, interpreter) is
 // ever reached by another. The main thread keeps the time limit, the memory watch
 // and the queue, and never blocks: a sandbox that misbehaves ends its own
@@ -20,7 +21,7 @@ import readline from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
-import { jailCommand, jailProblem } from './jail.mjs';
+import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess, UIDS_PER_OWNER } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import { loadGrader } from '../src/node_host.mjs';
@@ -31,6 +32,11 @@ const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
 const SPAWNER = fileURLToPath(new URL('spawner.mjs', import.meta.url));
 const THREAD = new URL('grader_thread.mjs', import.meta.url);
 const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
+// After this many failed sandbox starts in a row a slot is down: it tries again
+// after RETRY_MS.firstMs, then twice as long each time up to maxMs, and meanwhile,
+// when every slot is down, submissions are refused with a SandboxStartError.
+export const START_FAILURES = 4;
+export const RETRY_MS = Object.freeze({ firstMs: 1000, maxMs: 30_000 });
 // A grading thread still busy this long after its submission was ended (one
 // SQLite statement can run long in a single step of its machine, out of the store's
 // caps) is terminated and replaced: no submission holds a slot past its limit.
@@ -64,7 +70,7 @@ export const INTERFERED = 'The submission interfered with the grader, so it coul
 
 // What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
 // grader (www/pkg): the sandbox holds no tests and no reference.
-const SANDBOX_READS = [
+export const SANDBOX_READS = [
   `${WWW}cli/sandbox.mjs`, `${WWW}cli/frames.mjs`, `${WWW}cli/python.mjs`, `${WWW}cli/wasm_memcap.mjs`,
   `${WWW}src/engine.mjs`, `${WWW}src/bridge.py`, `${WWW}node_modules/pyodide`,
 ];
@@ -99,13 +105,18 @@ function sandboxNodeFlags(sharedCores) {
   ];
 }
 
+const isRoot = () => process.getuid?.() === 0;
+
 /**
  * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
  * Node under its permission model, reading only SANDBOX_READS, the snapshot (and its
- * index), the code cache and the script; inside jail.mjs's walls when `jailed`.
- * Returns { cmd, args }.
+ * index), the code cache and the script; inside jail.mjs's walls: bubblewrap when
+ * `jailed`; without it (--no-sandbox), under root still as `uid` with the rlimits,
+ * not root as the rlimits alone when prlimit works here, else Node's flags alone.
+ * Under root `uid` is the sandbox's own (sandboxUid(); one is taken when not given).
+ * Returns { cmd, args, uid }.
  */
-export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true }) {
+export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true, uid }) {
   const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile)] : [];
   if (codeCacheFile) files.push(codeCacheFile);
   const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
@@ -116,7 +127,46 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
     ...sandboxNodeFlags(sharedCores),
     script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
   ];
-  return jailed ? jailCommand(argv, reads) : { cmd: argv[0], args: argv.slice(1) };
+  if (!jailed && !isRoot() && jailProblem({ bwrap: false })) return { cmd: argv[0], args: argv.slice(1), uid: null };
+  return jailCommand(argv, reads, { uid: uid ?? (isRoot() ? sandboxUid() : null), bwrap: jailed });
+}
+
+/**
+ * The pool cannot start sandboxes (every slot's last starts failed) and retries
+ * with backoff: the submission was not graded. `retryAfterS`: when to try again.
+ * Known by its `code` (ESANDBOXSTART), not its text: `./lab serve --grading`
+ * answers it with 503 and Retry-After.
+ */
+export class SandboxStartError extends Error {
+  constructor(cause, retryAfterS) {
+    super(`sandboxes fail to start: ${cause}`);
+    this.name = 'SandboxStartError';
+    this.code = 'ESANDBOXSTART';
+    this.retryAfterS = retryAfterS;
+  }
+}
+
+// The sandbox uids this process holds (jail.mjs sandboxUid, in this process's
+// block), from the spawn until nothing of the uid lives: a uid whose sandbox has
+// not started yet is not seen in /proc, and two pools of one process share a block.
+const heldUids = new Set();
+/** A uid of its own for the next sandbox (null when none is free); null if not root. */
+function takeUid() {
+  for (let i = 0; i < UIDS_PER_OWNER; i++) {
+    const uid = sandboxUid();
+    if (uid === null) return null;
+    if (!heldUids.has(uid)) {
+      heldUids.add(uid);
+      return uid;
+    }
+  }
+  return null;
+}
+/** Every process of `uid` killed, then the uid free for another sandbox. */
+function releaseUid(uid) {
+  if (uid === null || uid === undefined) return;
+  killUid(uid);
+  heldUids.delete(uid);
 }
 
 // FIFO pairs the spawner makes ahead, this many at a time: each mkfifo is a process.
@@ -141,7 +191,7 @@ class Sandboxed extends EventEmitter {
  * the sandbox's own, made ahead in private folders under `dir` (removed with it),
  * each opened by the coordinator and by the spawner for the child, and unlinked at
  * once (the fds stay). Blocking fds on both sides: see frames.mjs.
- * Returns { ready, start(cmd, args) -> { child, fdIn, fdOut }, cpuMs(), close() }.
+ * Returns { ready, start(cmd, args, uid) -> { child, fdIn, fdOut }, cpuMs(), close() }.
  */
 function spawnerOf(dir) {
   let proc = null;
@@ -178,7 +228,7 @@ function spawnerOf(dir) {
       for (const w of waits.values()) w({ error: 'the spawner ended' });
       // Its sandboxes go with it (--die-with-parent); made sure of, and told.
       const orphans = [...children];
-      for (const [, child] of orphans) killTree(child);
+      for (const [, child] of orphans) killTree(child, { now: true });
       for (const [id, child] of orphans) {
         child.onSpawned?.();
         gone(id, null, 'SIGKILL');
@@ -226,7 +276,7 @@ function spawnerOf(dir) {
     return fifos;
   }
 
-  function start(cmd, args) {
+  function start(cmd, args, uid = null) {
     const [down, up] = pair();
     const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
     const child = new Sandboxed();
@@ -249,7 +299,7 @@ function spawnerOf(dir) {
     }
     child.onSpawned = () => { child.onSpawned = null; closeFd(hold); };
     children.set(id, child);
-    send({ t: 'spawn', id, cmd, args, down, up });
+    send({ t: 'spawn', id, cmd, args, down, up, uid });
     return { child, fdIn, fdOut };
   }
 
@@ -276,15 +326,51 @@ const closeFd = (fd) => { try { fs.closeSync(fd); } catch { /* closed */ } };
 // Sandboxes never outlive the coordinator, however it ends (bubblewrap's
 // --die-with-parent covers a coordinator that is killed).
 const live = new Set();
-function killTree(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  for (const pid of descendants(child.pid)) {
+const ended = (child) => child.exitCode !== null || child.signalCode !== null;
+/** SIGKILL to the processes under `child`; how many there were. */
+function killInner(child) {
+  const inner = child.pid === undefined ? [] : descendants(child.pid);
+  for (const pid of inner) {
     try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   }
-  try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
+  return inner.length;
+}
+function killOuter(child) {
+  if (ended(child)) return;
+  if (child.pid !== undefined) try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
   child.kill('SIGKILL');
 }
-process.on('exit', () => { for (const c of live) killTree(c); });
+/**
+ * Kills a sandbox's processes. Under bubblewrap the first process (the child)
+ * reaps the ones inside (its PID namespace ends with its init) and then exits by
+ * itself: killed with them, it would leave them to the machine's init as zombies
+ * of the sandbox's uid. So the ones inside are killed, again every 100 ms while it
+ * lives (one that has not started them yet, booting), and the child itself only
+ * if it has not ended 2 s later (a loaded machine may be that slow). Without
+ * bubblewrap (no process inside), or when the coordinator exits (`now`), all at once.
+ */
+function killTree(child, { now = false } = {}) {
+  if (!child || ended(child)) return;
+  const found = killInner(child);
+  if (now || (!found && !child.jailed)) {
+    killOuter(child);
+    return;
+  }
+  if (child.killing) return;
+  child.killing = true;
+  let steps = 0;
+  const step = () => {
+    if (ended(child)) return;
+    killInner(child);
+    if (++steps >= 20) killOuter(child);
+    else setTimeout(step, 100).unref?.();
+  };
+  setTimeout(step, 100).unref?.();
+}
+process.on('exit', () => {
+  for (const c of live) killTree(c, { now: true });
+  for (const uid of heldUids) killUid(uid);
+});
 
 // Characters that move a terminal's cursor, recolour, erase or reorder text: C0
 // (but newline and tab), DEL, C1, and the bidirectional and zero-width marks. The
@@ -397,12 +483,19 @@ function abortError() {
  *                               (default WALL_FACTOR)
  * @param {number} [o.memoryMb]  memory for one submission's Python (default 512)
  * @param {boolean} [o.sandbox]  false: no bubblewrap (`--no-sandbox`); a process per
- *                               submission and the permission model still hold
+ *                               submission, its own uid under root, the rlimits (and
+ *                               the permission model, which is no boundary) still hold
  * @param {string} [o.sandboxScript] another sandbox program, for the tests' misbehaving
  *                               sandboxes (then no interpreter snapshot is made)
  * @param {number} [o.bootLimitS] how long a sandbox may take to be ready once awaited
+ * @param {{firstMs:number, maxMs:number}} [o.retryMs] after START_FAILURES failed starts in
+ *                               a row a slot is down, and tries again after firstMs, then
+ *                               twice as long each time, at most maxMs (default 1 s, 30 s)
+ * @param {() => boolean} [o.startFault] tests only: while it returns true, each sandbox
+ *                               start fails (its program does not exist)
  */
-export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR } = {}) {
+export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
+  retryMs = RETRY_MS, startFault = null } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -417,7 +510,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // threadsHung: threads replaced because they were still busy after a stop.
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
-    threadsStarted: 0, storeReuses: 0, threadsHung: 0,
+    threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0,
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -425,7 +518,17 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     throw new Error(`the grading sandbox does not work here: ${problem}. Install bubblewrap (Debian's \`bubblewrap\`) `
       + 'and allow unprivileged user namespaces, or pass --no-sandbox to grade without it (see www/cli/README.md)');
   }
-  if (!sandbox) warn('--no-sandbox: each submission still gets a fresh process, but no namespaces and no rlimits');
+  if (!sandbox) {
+    // Without bubblewrap, under root, a uid of each sandbox's own and the rlimits are
+    // the walls: refused when they cannot hold, never learner code run as root.
+    const without = jailProblem({ bwrap: false });
+    if (isRoot() && without) {
+      throw new Error(`--no-sandbox as root needs setpriv and prlimit (util-linux) to run each submission as a uid of its own: ${without}`);
+    }
+    warn(isRoot()
+      ? '--no-sandbox: each submission still gets a fresh process, as a uid of its own with the rlimits, but no namespaces: it sees the machine\'s files, processes and network as any unprivileged user does'
+      : `--no-sandbox: each submission still gets a fresh process, but no namespaces, ${without ? 'no rlimits, ' : ''}and it runs as this same user (uid ${process.getuid?.()}), beside the grader's files and processes (see www/cli/README.md)`);
+  }
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
@@ -433,25 +536,57 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
   const codeCacheFile = path.join(tmp, 'pyodide.code-cache');
   const sharedCores = jobs > 1;
-  const command = sandboxCommand({
+  // Each sandbox's command line is its own (its uid): made at each start, from these.
+  const commandOptions = {
     script: sandboxScript, memoryMb, snapshotFile, codeCacheFile: sandboxScript === SANDBOX ? codeCacheFile : null, sharedCores, jailed: sandbox,
-  });
+  };
+  // The uids this pool's sandboxes hold (all of them free again once it is closed),
+  // and its sandboxes' processes not ended yet.
+  const poolUids = new Set();
+  const running = new Set();
 
-  /** A trusted run of sandbox.mjs (no learner code) that may write only `outs`. */
+  /**
+   * A trusted run of sandbox.mjs (no learner code) that may write only `outs`.
+   * Under root it runs as a sandbox uid too (not bubblewrap: it writes into the
+   * pool's folder): `outs` are made first, empty and that uid's alone; once it has
+   * ended they are root's again and read-only (0444) to every sandbox uid, in a
+   * folder that is root's (0755), so no sandbox can write or replace them.
+   */
   function makeFiles(outs, flags, args, what) {
+    const argv = [
+      process.execPath, '--experimental-permission', ...flags, '--no-warnings',
+      `--allow-fs-read=${WWW}*`, `--allow-fs-read=${tmp}/*`, ...outs.map((f) => `--allow-fs-write=${f}`),
+      SANDBOX, ...args,
+    ];
+    let uid = null;
+    let cmd = argv[0];
+    let cmdArgs = argv.slice(1);
+    if (isRoot()) {
+      uid = takeUid();
+      if (uid === null) return Promise.reject(new Error(`the ${what} could not be made: no sandbox uid is free`));
+      for (const f of outs) {
+        fs.writeFileSync(f, '', { mode: 0o600 });
+        fs.chownSync(f, uid, uid);
+      }
+      // Its files are written by it: no file-size limit.
+      ({ cmd, args: cmdArgs } = jailCommand(argv, [], { uid, bwrap: false, rlimits: { fsize: 'unlimited' } }));
+    }
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [
-        '--experimental-permission', ...flags, '--no-warnings',
-        `--allow-fs-read=${WWW}*`, `--allow-fs-read=${tmp}/*`, ...outs.map((f) => `--allow-fs-write=${f}`),
-        SANDBOX, ...args,
-      ], { stdio: ['ignore', 'ignore', 'pipe'], env: {} });
+      const child = spawn(cmd, cmdArgs, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, cwd: '/' });
       let err = '';
       child.stderr.on('data', (d) => { if (err.length < 8000) err += d; });
-      child.on('exit', (code) => {
-        if (code === 0 && outs.every((f) => fs.existsSync(f))) {
-          for (const f of outs) fs.chmodSync(f, 0o444);
-          resolve();
-        } else reject(new Error(`the ${what} could not be made: ${err.slice(-2000)}`));
+      child.on('error', (e) => { err += String(e); });
+      child.on('close', (code) => {
+        releaseUid(uid);
+        const made = code === 0 && outs.every((f) => fs.existsSync(f) && (uid === null || fs.statSync(f).size > 0));
+        for (const f of outs) {
+          try {
+            if (uid !== null) fs.chownSync(f, 0, 0);
+            fs.chmodSync(f, 0o444);
+          } catch { /* not made */ }
+        }
+        if (made) resolve();
+        else reject(new Error(`the ${what} could not be made: ${err.slice(-2000)}`));
       });
     });
   }
@@ -483,15 +618,28 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   let nextSid = 1;
   function spawnSandbox(slot) {
+    if (closed) return null;
     stats.spawned++;
-    const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args);
-    const sb = { sid: nextSid++, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
+    // A uid of its own under root, so its command line is its own: made here (a
+    // scan of /proc and an array of strings, well under a millisecond).
+    let command;
+    let uid = null;
+    if (startFault?.()) command = { cmd: '/nonexistent/delivery-lab-start-fault', args: [] };
+    else if (isRoot() && (uid = takeUid()) === null) command = { cmd: '/nonexistent/no-free-sandbox-uid', args: [] };
+    else command = sandboxCommand({ ...commandOptions, uid });
+    if (uid !== null) poolUids.add(uid);
+    const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args, uid);
+    const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
+    child.jailed = sandbox;
     live.add(child);
+    running.add(child);
     child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });
     child.on('error', (e) => { sb.stderr += String(e); });
     child.on('exit', () => {
       live.delete(child);
+      running.delete(child);
       sb.exited = true;
+      if (sb.discarded) freeUid(sb);
       // A ready spare that died while it waited (the spawner gone, say) is replaced
       // now, not handed a submission. Not one the thread is still reading: that one
       // reports itself as not ready.
@@ -522,9 +670,21 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     if (!sb) return;
     clearTimeout(sb.bootTimer);
     killTree(sb.child);
+    // Whatever of its uid the tree did not hold is killed once its process ended.
+    sb.discarded = true;
+    if (sb.exited) freeUid(sb);
     // The fds go when the thread is done with them: the caller knows it is.
     closeFd(sb.fdIn);
     closeFd(sb.fdOut);
+  }
+
+  /** Once a discarded sandbox's process has ended: nothing of its uid lives, and
+   *  the uid may go to another sandbox. */
+  function freeUid(sb) {
+    if (sb.uid === null) return;
+    releaseUid(sb.uid);
+    poolUids.delete(sb.uid);
+    sb.uid = null;
   }
 
   function onReady(slot, { sid, problem: why }) {
@@ -534,22 +694,52 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     if (why) {
       slot.spare = null;
       discard(sb);
-      if (closed) return;
-      if (++slot.bootFailures > 3) {
-        const e = new Error(`sandboxes fail to start: ${why}; ${sb.stderr.slice(-2000)}`);
-        for (const job of queue.splice(0)) job.reject(e);
-        slot.broken = e;
-        slot.rejectUp?.(e);
-        return;
-      }
-      spawnSandbox(slot);
+      startFailed(slot, `${why}; ${sb.stderr.slice(-2000)}`);
       return;
     }
     slot.bootFailures = 0;
+    slot.down = null;
+    slot.retryMs = 0;
+    clearTimeout(slot.retryTimer);
     sb.ready = true;
     sb.bootCpuMs = treeCpuMs(sb.child.pid);
     slot.resolveUp?.();
     pump();
+  }
+
+  /**
+   * A sandbox of `slot` did not start. Started again at once, START_FAILURES times
+   * in a row; then the slot is down and tries again after its backoff (a start that
+   * fails doubles it). While every slot is down, the queue and new submissions get
+   * a SandboxStartError saying when to try again. A start that works ends it.
+   */
+  function startFailed(slot, cause) {
+    if (closed) return;
+    stats.startFailures++;
+    if (++slot.bootFailures < START_FAILURES && !slot.down) {
+      spawnSandbox(slot);
+      return;
+    }
+    slot.retryMs = slot.retryMs ? Math.min(retryMs.maxMs, slot.retryMs * 2) : retryMs.firstMs;
+    slot.down = { cause: cause.trim().slice(0, 2000), retryAt: Date.now() + slot.retryMs };
+    clearTimeout(slot.retryTimer);
+    slot.retryTimer = setTimeout(() => {
+      slot.retryTimer = null;
+      if (!closed && !slot.spare) spawnSandbox(slot);
+    }, slot.retryMs);
+    slot.rejectUp?.(unavailable());
+    if (slots.every((s) => s.down)) {
+      const e = unavailable();
+      for (const job of queue.splice(0)) job.reject(e);
+    }
+  }
+
+  /** The error of a submission while every slot is down. */
+  function unavailable() {
+    const down = slots.filter((s) => s.down);
+    const next = Math.min(...down.map((s) => s.down.retryAt));
+    // Seconds to the next try, and one for that start to be ready.
+    return new SandboxStartError(down[0]?.down.cause ?? 'unknown', Math.max(1, Math.ceil((next - Date.now()) / 1000) + 1));
   }
 
   // --- grading threads -----------------------------------------------------
@@ -650,7 +840,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       if (rss > baseRss + memoryMb + MEMORY_SLACK_MB) end(ENDED.memory);
     }, 50);
     slot.thread.postMessage({
-      t: 'grade', id: job.id, lab: job.lab, seed: job.seed, formats: job.formats, source: job.source,
+      t: 'grade', id: job.id, lab: job.lab, seed: job.seed, hidden: job.hidden, formats: job.formats, source: job.source,
       functions: labInfo(job.lab).functions, limitS: job.limitS, fdIn: sb.fdIn, fdOut: sb.fdOut, flag: job.flag,
     });
     // The next submission's sandbox boots now, while this one runs.
@@ -692,8 +882,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     const out = {};
     for (const format of job.formats) {
       out[format] = format === 'json'
-        ? jsonText(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json')), { durationMs }))
-        : grader[kind](job.lab, job.seed, message, format);
+        ? jsonText(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json', job.hidden?.statuses)), { durationMs }))
+        : grader[kind](job.lab, job.seed, message, format, job.hidden?.statuses);
     }
     return out;
   }
@@ -724,7 +914,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     grader = new (await loadGrader()).Grader();
     await Promise.all([makeSnapshot(), spawner.ready]);
     for (let i = 0; i < jobs; i++) {
-      const slot = { thread: null, spare: null, job: null, bootFailures: 0 };
+      const slot = { thread: null, spare: null, job: null, bootFailures: 0, down: null, retryMs: 0, retryTimer: null };
       // Resolved by its first ready sandbox, rejected when sandboxes fail to start.
       slot.up = new Promise((resolve, reject) => { slot.resolveUp = resolve; slot.rejectUp = reject; });
       slots.push(slot);
@@ -739,15 +929,15 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     stats,
     isolated: sandbox,
     /** Grades one submission; resolves to its report in `format` (json: the CLI's line, file null). */
-    async grade({ lab, source, seed, format = 'json', signal }) {
-      return (await this.gradeMany({ lab, source, seed, formats: [format], signal }))[format];
+    async grade({ lab, source, seed, format = 'json', signal, hidden }) {
+      return (await this.gradeMany({ lab, source, seed, formats: [format], signal, hidden }))[format];
     },
     /**
      * Like grade, in several formats at once: resolves to { [format]: text }.
      * `signal` (an AbortSignal) withdraws the submission: out of the queue, or its
      * sandbox killed at once; the promise then rejects with an AbortError.
      */
-    async gradeMany({ lab, source, seed, formats = ['json'], signal }) {
+    async gradeMany({ lab, source, seed, formats = ['json'], signal, hidden }) {
       if (closed) throw new Error('the grading pool is closed');
       for (const f of formats) if (!FORMATS.includes(f)) throw new Error(`unknown format ${f}: use ${FORMATS.join(', ')}`);
       await ready;
@@ -757,11 +947,10 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       seed = seed === undefined || seed === null ? info.default_seed : seed;
       const limitS = timeoutS ?? info.time_limit_s * CLI_LIMIT_FACTOR;
       const pre = precheck(source);
-      if (pre) return this.errorReports({ lab, seed, message: pre, formats });
-      const broken = slots.find((s) => s.broken);
-      if (broken) throw broken.broken;
+      if (pre) return this.errorReports({ lab, seed, message: pre, formats, hidden });
+      if (slots.every((s) => s.down)) throw unavailable();
       return new Promise((resolve, reject) => {
-        const job = { id: nextId++, lab, source: String(source), seed, formats, limitS, resolve, reject };
+        const job = { id: nextId++, lab, source: String(source), seed, hidden, formats, limitS, resolve, reject };
         if (signal) {
           const onAbort = () => {
             const i = queue.indexOf(job);
@@ -780,13 +969,17 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       });
     },
     /** The reports for a submission that cannot be graded at all (no sandbox needed). */
-    async errorReports({ lab, seed, message, formats = ['json'] }) {
+    async errorReports({ lab, seed, message, formats = ['json'], hidden }) {
       await ready;
       lab ??= firstLab(grader);
       seed = seed === undefined || seed === null ? labInfo(lab).default_seed : seed;
-      return reportsFor({ lab, seed, formats }, 'error_report', message, 0);
+      return reportsFor({ lab, seed, formats, hidden }, 'error_report', message, 0);
     },
     queued: () => queue.length + slots.filter((s) => s.job).length,
+    /** The uids this pool's sandboxes hold now (under root; [] otherwise). */
+    sandboxUids: () => [...poolUids],
+    /** Whether every slot is down (its sandboxes fail to start; retried with backoff). */
+    unavailable: () => slots.length > 0 && slots.every((s) => s.down),
     /** The spawner's CPU so far, in ms: the coordinator's share that is not its own process's. */
     spawnerCpuMs: () => spawner.cpuMs(),
     async close() {
@@ -799,11 +992,20 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       }
       await Promise.all(slots.map((s) => s.thread?.terminate()));
       for (const slot of slots) {
+        clearTimeout(slot.retryTimer);
         slot.thread = null;
         if (slot.spare) { discard(slot.spare); slot.spare = null; }
         if (slot.job) { discard(slot.job.sandbox); slot.job.reject(new Error('the grading pool was closed')); slot.job = null; }
       }
+      // Each sandbox's process reaps what it started (killTree), then the spawner it.
+      for (let i = 0; i < 150 && running.size; i++) await new Promise((r) => setTimeout(r, 20));
       await spawner.close();
+      // No process of any of its sandboxes' uids is left (the spawner has reaped its
+      // children): each killed again, then free.
+      for (const uid of poolUids) killUid(uid);
+      for (let i = 0; i < 100 && [...poolUids].some(uidHasProcess); i++) await new Promise((r) => setTimeout(r, 20));
+      for (const uid of poolUids) releaseUid(uid);
+      poolUids.clear();
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };

@@ -160,25 +160,30 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
 
   const seedOf = (seed) => (seed === undefined || seed === null ? lab.default_seed : seed);
 
-  function errorReport(message, seed) {
-    return JSON.parse(grader.error_report(labId, seedOf(seed), message));
+  function errorReport(message, seed, hiddenStatuses) {
+    return JSON.parse(grader.error_report(labId, seedOf(seed), message, undefined, hiddenStatuses));
   }
 
-  function timeoutReport(message, seed) {
-    return JSON.parse(grader.timeout_report(labId, seedOf(seed), message));
+  function timeoutReport(message, seed, hiddenStatuses) {
+    return JSON.parse(grader.timeout_report(labId, seedOf(seed), message, undefined, hiddenStatuses));
   }
 
   /**
    * Grades `source`; returns the report object (the engine's JSON, parsed).
    * `verdict`: stop at the first failed test (mutation testing asks only whether
-   * it fails); never for a learner.
+   * it fails); never for a learner. `hiddenSeed`: the hidden tests' variant (a
+   * 32-bit number, for a lab whose `hidden_variants` is true; absent, the hidden
+   * cases as written); no report shows it. `hiddenStatuses`: `each` (the default) or
+   * `aggregate` (only how many hidden tests passed).
    */
-  function run(source, { seed, verdict = false } = {}) {
+  function run(source, { seed, verdict = false, hiddenSeed, hiddenStatuses } = {}) {
     seed = seedOf(seed);
     const loaded = JSON.parse(py.load(String(source), functionsJson, lab.time_limit_s));
-    if (loaded.error) return errorReport(loaded.error, seed);
-    if (loaded.timeout) return timeoutReport(loaded.timeout, seed);
-    return JSON.parse(verdict ? grader.verdict(labId, solution, seed) : grader.grade(labId, solution, seed));
+    if (loaded.error) return errorReport(loaded.error, seed, hiddenStatuses);
+    if (loaded.timeout) return timeoutReport(loaded.timeout, seed, hiddenStatuses);
+    return JSON.parse(verdict
+      ? grader.verdict(labId, solution, seed, hiddenSeed)
+      : grader.grade(labId, solution, seed, undefined, hiddenSeed, hiddenStatuses));
   }
 
   return { lab, grader, run, errorReport, timeoutReport };

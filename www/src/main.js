@@ -259,10 +259,12 @@ function showXp() {
   badge.hidden = false;
   badge.classList.toggle('earned', !!earned);
   badge.textContent = earned ? `★ ${earned.xp} XP earned` : `${state.lab.xp} XP for a full pass`;
-  $('compare').hidden = !earned;
+  // A build without the reference (--no-reference, --no-hidden) offers no comparison.
+  $('compare').hidden = !earned || !state.lab.reference_py;
 }
 
 function openCompare() {
+  if (!state.lab.reference_py) return;
   const view = $('compare-view');
   $('view-mine').replaceChildren();
   $('view-ref').replaceChildren();

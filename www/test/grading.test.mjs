@@ -409,6 +409,46 @@ test('real pool: a burst of 50 concurrent submissions, each graded or 429', LIMI
   assert.equal((await post(url, { lab: 'deliver-once', source: REFERENCE })).json.status, 'pass');
 });
 
+// Issue 28: a submission that passes or fails each hidden test on one bit of its
+// task key reads the keys out of the server's answers. The server draws each
+// submission's hidden inputs from its secret and the submission (cli/hidden.mjs), so
+// another submission reads other bits; the same file, the same ones; no answer
+// carries the hidden seed. (The secret is a file here, so the outcome is fixed.)
+const LEAKER = REFERENCE
+  .replace('def deliver_once(task, provider, kv, policy):\n', 'def deliver_once(task, provider, kv, policy):\n    _leak(task)\n')
+  .replace('def next_step(task, result, now, policy, rng):\n', 'def next_step(task, result, now, policy, rng):\n    _leak(task)\n')
+  + '\ndef _leak(task):\n    if task.key != "order-1042:shipped" and sum(map(ord, task.key)) % 2:\n        raise ValueError("a bit")\n';
+const hiddenBits = (line) => line.tests.filter((t) => t.kind === 'hidden').map((t) => (t.status === 'pass' ? 1 : 0)).join('');
+
+test('real pool: each submission\'s hidden inputs are drawn from the server\'s secret, never shown', LIMIT, async () => {
+  await built();
+  usedRealPool = true;
+  assert.equal(LEAKER.split('    _leak(task)\n').length, 3);
+  const secretFile = path.join(ROOT, '..', `${path.basename(ROOT)}.secret`);
+  fs.writeFileSync(secretFile, 'a course secret of 32 bytes or so');
+  try {
+    const { url } = await start({ grading: { jobs: 1 }, secretFile });
+    const a = (await post(url, { lab: 'deliver-once', source: LEAKER })).json;
+    const b = (await post(url, { lab: 'deliver-once', source: `${LEAKER}# another submission\n` })).json;
+    const again = (await post(url, { lab: 'deliver-once', source: LEAKER })).json;
+    assert.equal(a.tests.filter((t) => t.kind === 'hidden').length, HIDDEN);
+    assert.notEqual(hiddenBits(a), hiddenBits(b));
+    assert.equal(hiddenBits(again), hiddenBits(a));
+    for (const line of [a, b]) {
+      assert.equal(line.hidden_seed, undefined);
+      assert.doesNotMatch(JSON.stringify(line), /hidden.seed/);
+    }
+    // aggregate: only the count of hidden tests passed reaches the learner
+    const { url: agg } = await start({ grading: { jobs: 1 }, secretFile, hiddenStatuses: 'aggregate' });
+    const c = (await post(agg, { lab: 'deliver-once', source: LEAKER })).json;
+    const counted = c.tests.filter((t) => t.kind === 'hidden');
+    assert.equal(counted.length, 1);
+    assert.match(counted[0].name, new RegExp(`^hidden tests: ${hiddenBits(a).split('').filter((x) => x === '1').length} of ${HIDDEN} passed$`));
+  } finally {
+    fs.rmSync(secretFile, { force: true });
+  }
+});
+
 // ---------------------------------------------------------------------------
 // Whom the server serves, and how it holds up. No build: PLAIN and a fake pool that
 // honours cli/pool.mjs's contract exactly: grade({lab, source, seed, format, signal})

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadGrader } from '../../src/node_host.mjs';
 import { createGradingPool, LINE_CAP_BYTES, sandboxCommand } from '../pool.mjs';
-import { jailCommand, RLIMITS } from '../jail.mjs';
+import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
 
@@ -22,7 +22,7 @@ const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const GRADE = path.join(WWW, 'cli/grade.mjs');
 const HOSTILE = path.join(WWW, 'cli/test/hostile');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-test-'));
-fs.chmodSync(TMP, 0o755); // the sandbox probe runs as nobody
+fs.chmodSync(TMP, 0o755); // the sandbox probe runs as a sandbox uid (or nobody)
 const LIMIT = { timeout: 150_000 };
 
 /** Whether `pid` runs `script` (a word of its command line). */
@@ -146,7 +146,9 @@ test('exit codes: 0 when all pass, 1 when any fails, 2 for usage errors', LIMIT,
   assert.equal(line.status, 'pass');
   assert.equal(line.file, ok);
   assert.equal(line.seed, lab.default_seed);
-  assert.match(line.replay, /^\.\/lab grade --lab deliver-once --seed \d+ solution\.py$/);
+  // The staff's replay carries the submission's hidden seed (drawn for this run).
+  assert.ok(Number.isInteger(line.hidden_seed), JSON.stringify(line));
+  assert.equal(line.replay, `./lab grade --lab deliver-once --seed ${line.seed} --hidden-seed ${line.hidden_seed} solution.py`);
   r = await grade(['--format', 'json', '--seed', '7', ok, write(path.join(TMP, 'ko'), 'bob.py', STARTER)]);
   assert.equal(r.code, 1);
   assert.deepEqual(r.stdout.trim().split('\n').map((l) => JSON.parse(l).seed), [7, 7]);
@@ -260,7 +262,7 @@ test('formats: text table and summary; exercism and gradescope results.json file
   assert.match(r.stdout, /alice\.py/);
   assert.match(r.stdout, /PASS/);
   assert.match(r.stdout, /FAIL/);
-  assert.match(r.stdout, /replay with: \.\/lab grade --lab deliver-once --seed \d+ solution\.py/);
+  assert.match(r.stdout, /replay with: \.\/lab grade --lab deliver-once --seed \d+ --hidden-seed \d+ solution\.py/);
   assert.match(r.stdout, /3 submissions: 1 pass, 1 fail, 1 error/);
   for (const format of ['exercism', 'gradescope']) {
     const out = path.join(TMP, `out-${format}`);
@@ -313,8 +315,10 @@ test('the page and the CLI give the same report for the same source and seed', L
         window.deliveryLab.setCode(src);
         return window.deliveryLab.run();
       }, source);
-      const r = await grade(['--format', 'json', file]);
+      // The page grades the hidden cases as written; so does the CLI with --hidden-seed none.
+      const r = await grade(['--format', 'json', '--hidden-seed', 'none', file]);
       const cli = JSON.parse(r.stdout);
+      assert.equal(cli.hidden_seed, undefined);
       const { file: f, duration_ms: d, ...cliRest } = cli;
       // The CLI's line is a projection of the engine's report: compare field by field.
       const fromPage = JSON.parse(JSON.stringify({
@@ -397,7 +401,7 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   const probe = write(TMP, 'probe.mjs', PROBE_HEAD(listener.address().port));
   const NO_FILE = ['ENOENT'];
   // bubblewrap alone (no permission model): what the kernel enforces.
-  const jail = await runProbe(jailCommand([process.execPath, probe], [probe]));
+  const jail = await runProbe(jailCommand([process.execPath, probe], [probe], { uid: sandboxUid() }));
   // /etc, the grader, the hidden tests and the lab's sources are not in its view.
   for (const k of ['read', 'grader', 'hidden', 'source']) assert.ok(NO_FILE.includes(jail[k]), `jail ${k}: ${jail[k]}`);
   assert.equal(jail.write, 'EROFS');
@@ -413,6 +417,8 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   assert.match(jail.limits, new RegExp(`Max file size\\s+${RLIMITS.fsize}\\s+${RLIMITS.fsize}`));
   assert.match(jail.limits, new RegExp(`Max processes\\s+${RLIMITS.nproc}\\s`));
   assert.match(jail.limits, new RegExp(`Max data size\\s+${RLIMITS.data}\\s`));
+  // Never root: a uid of its own (jail.mjs sandboxUid; bubblewrap maps it to itself).
+  if (process.getuid() === 0) assert.ok(jail.uid >= SANDBOX_UID_BASE, `jail's uid: ${jail.uid}`);
   // The sandbox's own command line: both walls.
   const both = await runProbe(sandboxCommand({ script: probe }));
   for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.ok(['ERR_ACCESS_DENIED', 'ENOENT'].includes(both[k]), `sandbox ${k}: ${both[k]}`);
@@ -426,6 +432,9 @@ test('the sandbox boundary, each wall alone: bubblewrap (namespaces, files, rlim
   const node = await runProbe(sandboxCommand({ script: probe, jailed: false }));
   for (const k of ['read', 'grader', 'hidden', 'source', 'write', 'spawn']) assert.equal(node[k], 'ERR_ACCESS_DENIED', `node ${k}`);
   assert.equal(node.codegen, 'EvalError');
+  // Even then, under root, a uid of its own (jail.mjs with bwrap: false; its rlimits
+  // are in test/uids.test.mjs), never root.
+  if (process.getuid() === 0) assert.ok(node.uid >= SANDBOX_UID_BASE, `--no-sandbox's uid: ${node.uid}`);
   // The network is bubblewrap's wall alone: unjailed, the same dial gets through
   // (so the refusals above are the namespace's doing, not a listener that was down).
   assert.equal(node.net, 'connected');
@@ -458,16 +467,27 @@ test('a staff account that is not root grades inside the sandbox; without bubble
   assert.equal(r.code, 2);
   assert.match(r.stderr, /the grading sandbox does not work here: .*--no-sandbox/s);
   assert.equal(r.stdout, '');
+  if (process.getuid() === 0) {
+    // Under root, --no-sandbox still never runs learner code as root: without setpriv
+    // (and prlimit) to drop each sandbox to a uid of its own, it is refused.
+    r = await grade(['--format', 'json', '--no-sandbox', ok], { env });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /--no-sandbox as root needs setpriv and prlimit .*prlimit, setpriv not found/s);
+    assert.equal(r.stdout, '');
+    for (const tool of ['setpriv', 'prlimit']) fs.symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`]).toString().trim(), path.join(bin, tool));
+  }
   r = await grade(['--format', 'json', '--no-sandbox', ok, ko], { env });
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, /--no-sandbox: each submission still gets a fresh process/);
+  if (process.getuid() === 0) assert.match(r.stderr, /as a uid of its own with the rlimits/);
   assert.deepEqual(r.stdout.trim().split('\n').map((l) => JSON.parse(l).status), ['pass', 'fail']);
 });
 
-test('no signal leaves a sandbox: a process of the same user outside, and a sibling sandbox, survive a kill of every pid', LIMIT, async () => {
-  // A process of the sandboxes' own user on the host (nobody when the grader runs
-  // as root), whose pid the submission is given.
-  const asSandboxUser = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
+test('no signal leaves a sandbox: a process of another sandbox\'s uid outside, and a sibling sandbox, survive a kill of every pid', LIMIT, async () => {
+  // A process of another sandbox's uid on the host (from another owner's block when
+  // the grader runs as root; the same user otherwise), whose pid the submission is given.
+  const other = SANDBOX_UID_BASE + 1 * UIDS_PER_OWNER;
+  const asSandboxUser = process.getuid() === 0 ? ['setpriv', `--reuid=${other}`, `--regid=${other}`, '--clear-groups', '--'] : [];
   const sentinel = spawn(asSandboxUser[0] ?? 'sleep', [...asSandboxUser.slice(1), ...(asSandboxUser.length ? ['sleep'] : []), '120'], { stdio: 'ignore' });
   let killer = fs.readFileSync(path.join(HOSTILE, 'js_kill_everything.py'), 'utf8')
     .replace('list(range(4096, 2, -1))', '[SENTINELS] + list(range(4096, 2, -1))');
@@ -629,6 +649,126 @@ def next_step(task, result, now, policy, rng):
     }
   } finally {
     await pool.close();
+  }
+});
+
+// Issue 28: a submission that passes or fails each hidden test on one bit of that
+// test's task key reads the keys out of its reports. With hidden inputs drawn per
+// submission, that bit is a fresh coin for every submission.
+const LEAK = `
+def _leak(task):
+    if task.key != "order-1042:shipped" and sum(map(ord, task.key)) % 2:
+        raise ValueError("one bit of the task key")
+`;
+const leaker = (tail) => REFERENCE
+  .replace('def deliver_once(task, provider, kv, policy):\n', 'def deliver_once(task, provider, kv, policy):\n    _leak(task)\n')
+  .replace('def next_step(task, result, now, policy, rng):\n', 'def next_step(task, result, now, policy, rng):\n    _leak(task)\n') + LEAK + tail;
+const hiddenBits = (line) => line.tests.filter((t) => t.kind === 'hidden').map((t) => (t.status === 'pass' ? 1 : 0)).join('');
+const fixedHiddenKeys = () => fs.readdirSync(path.join(WWW, '../hidden-tests/deliver-once'))
+  .flatMap((f) => [...fs.readFileSync(path.join(WWW, '../hidden-tests/deliver-once', f), 'utf8').matchAll(/key = "(?:sent:)?([^"]+)"/g)].map((m) => m[1]));
+
+test('hidden inputs are drawn per submission: the key-bit leak reads a new coin each time, the same file and secret replay, no report shows a key or the seed', LIMIT, async () => {
+  const dir = path.join(TMP, 'leak');
+  const a = write(dir, 'a.py', leaker(''));
+  const b = write(dir, 'b.py', leaker('# the same code, another submission\n'));
+  assert.ok(leaker('').split('    _leak(task)\n').length === 3);
+  const secret = write(dir, 'course.secret', 'a course secret, 32 bytes or so\n');
+  const lines = (r) => r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+
+  // The hidden cases as written: both submissions read the same bits (the leak).
+  let r = await grade(['--format', 'json', '--hidden-seed', 'none', a, b]);
+  const [fa, fb] = lines(r);
+  assert.equal(hiddenBits(fa), hiddenBits(fb));
+  assert.equal(fa.hidden_seed, undefined);
+
+  // Drawn from the secret and the source: another submission, other bits.
+  r = await grade(['--format', 'json', '--secret-file', secret, a, b]);
+  assert.equal(r.code, 1, r.stderr);
+  const [va, vb] = lines(r);
+  for (const l of [va, vb]) {
+    assert.ok(Number.isInteger(l.hidden_seed) && l.hidden_seed >= 0 && l.hidden_seed <= 0xffffffff, JSON.stringify(l));
+    assert.equal(l.replay, `./lab grade --lab deliver-once --seed ${l.seed} --hidden-seed ${l.hidden_seed} solution.py`);
+    assert.equal(l.tests.length, 23);
+  }
+  assert.notEqual(va.hidden_seed, vb.hidden_seed);
+  assert.notEqual(hiddenBits(va), hiddenBits(vb));
+  assert.notEqual(hiddenBits(va), hiddenBits(fa));
+
+  // The same file and secret: the same seed and report; the seed alone replays it.
+  const strip = ({ duration_ms: _d, ...rest }) => rest;
+  r = await grade(['--format', 'json', '--secret-file', secret, a]);
+  assert.deepEqual(strip(lines(r)[0]), strip(va));
+  r = await grade(['--format', 'json', '--hidden-seed', String(va.hidden_seed), a]);
+  assert.deepEqual(strip(lines(r)[0]), strip(va));
+  // No secret file: a random secret for the run, so a seed of its own.
+  r = await grade(['--format', 'json', a]);
+  assert.notEqual(lines(r)[0].hidden_seed, va.hidden_seed);
+
+  // The learner's files carry neither a hidden key nor the seed; the staff's line names it.
+  const keys = [...new Set(fixedHiddenKeys())];
+  assert.ok(keys.length >= 5, keys.join());
+  for (const format of ['exercism', 'gradescope', 'prairielearn']) {
+    const out = path.join(dir, `out-${format}`);
+    r = await grade(['--format', format, '--out', out, '--secret-file', secret, a]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stdout, new RegExp(`a\\.py: fail \\d+/23 -> .* \\(hidden seed ${va.hidden_seed}\\)`));
+    const text = fs.readFileSync(path.join(out, 'a.json'), 'utf8');
+    assert.ok(!text.includes(String(va.hidden_seed)), `${format} shows the hidden seed`);
+    assert.ok(!text.includes('hidden-seed'), `${format} shows a staff replay`);
+    for (const k of keys) assert.ok(!text.includes(k), `${format} shows the hidden key ${k}`);
+  }
+  r = await grade(['--format', 'text', '--secret-file', secret, a]);
+  assert.ok(r.stdout.includes(`replay with: ./lab grade --lab deliver-once --seed 1042 --hidden-seed ${va.hidden_seed} solution.py`), r.stdout);
+  for (const k of keys) assert.ok(!r.stdout.includes(k), `text shows the hidden key ${k}`);
+});
+
+test('--hidden-statuses aggregate: every format shows how many hidden tests passed, none by name', LIMIT, async () => {
+  const dir = path.join(TMP, 'aggregate');
+  const a = write(dir, 'a.py', leaker(''));
+  const names = lab.tests.filter((t) => t.kind === 'hidden').map((t) => t.name);
+  assert.equal(names.length, 20);
+  let r = await grade(['--format', 'json', '--hidden-seed', '7', '--hidden-statuses', 'aggregate', a]);
+  const line = JSON.parse(r.stdout);
+  const each = JSON.parse((await grade(['--format', 'json', '--hidden-seed', '7', a])).stdout);
+  const passed = each.tests.filter((t) => t.kind === 'hidden' && t.status === 'pass').length;
+  assert.deepEqual(line.tests, [
+    ...each.tests.filter((t) => t.kind === 'example'),
+    { name: `hidden tests: ${passed} of 20 passed`, kind: 'hidden', status: passed === 20 ? 'pass' : 'fail' },
+  ]);
+  for (const k of ['passed', 'failed', 'total', 'score', 'max_score']) assert.equal(line[k], each[k], k);
+  assert.equal(line.replay, './lab grade --lab deliver-once --seed 1042 --hidden-seed 7 --hidden-statuses aggregate solution.py');
+  for (const format of ['exercism', 'gradescope', 'prairielearn', 'text']) {
+    const out = path.join(dir, `out-${format}`);
+    r = await grade(['--format', format, '--out', out, '--hidden-seed', '7', '--hidden-statuses', 'aggregate', a]);
+    assert.equal(r.code, 1, r.stderr);
+    const text = format === 'text' ? r.stdout : fs.readFileSync(path.join(out, 'a.json'), 'utf8');
+    assert.ok(text.includes(`hidden tests: ${passed} of 20 passed`), `${format}: ${text.slice(0, 400)}`);
+    for (const n of names) assert.ok(!text.includes(n), `${format} names the hidden test ${n}`);
+  }
+  // A file that cannot be graded: its one status, and still no name.
+  const empty = write(dir, 'empty.py', '');
+  r = await grade(['--format', 'json', '--hidden-statuses', 'aggregate', empty]);
+  const err = JSON.parse(r.stdout);
+  assert.equal(err.status, 'error');
+  assert.deepEqual(err.tests.at(-1), { name: 'hidden tests: 0 of 20 passed', kind: 'hidden', status: 'error' });
+});
+
+test('the hidden seed\'s usage errors', LIMIT, async () => {
+  const dir = path.join(TMP, 'hidden-usage');
+  const ok = write(dir, 'ok.py', REFERENCE);
+  const short = write(dir, 'short.secret', 'too short');
+  for (const [args, message] of [
+    [['--hidden-seed', 'x', ok], /--hidden-seed needs a whole number/],
+    [['--hidden-seed', String(2 ** 32), ok], /--hidden-seed must be at most 4294967295, or none/],
+    [['--hidden-seed', '1', '--secret-file', short, ok], /give one of them/],
+    [['--secret-file', short, ok], /short\.secret: a secret needs at least 16 bytes, it has 9/],
+    [['--secret-file', path.join(dir, 'missing'), ok], /missing: no such file/],
+    [['--hidden-statuses', 'some', ok], /--hidden-statuses must be each or aggregate, not some/],
+    [['--lab', 'courier', '--hidden-seed', '1', ok], /lab courier draws no hidden inputs per submission/],
+  ]) {
+    const r = await grade(args);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
   }
 });
 
