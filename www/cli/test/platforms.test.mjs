@@ -142,8 +142,9 @@ const WALL = {
  * through, are TRACE below: where the file cannot be opened, Node 20 hangs in
  * enable(), so they get a submission of their own.)
  */
-function hostile({ hidden, results }) {
-  return `import gc, json
+/** Python that reaches JavaScript from the learner's interpreter (Pyodide is no
+ *  security boundary: its finder holds globalThis), as `js`. */
+const REACH_JS = `import gc
 def _js():
     for o in gc.get_objects():
         try:
@@ -152,6 +153,10 @@ def _js():
         except Exception:
             pass
 js = _js()
+`;
+
+function hostile({ hidden, results }) {
+  return `${REACH_JS}import json
 p = js.process
 fs = p.getBuiltinModule("fs")
 found = {"uid": p.getuid(), "euid": p.geteuid(), "gid": p.getgid(), "cwd": p.cwd()}
@@ -176,16 +181,7 @@ raise RuntimeError("PROBE " + json.dumps(found) + " END")
  * Where the file cannot be opened, Node 20 hangs in enable(): the run ends at its
  * time limit.
  */
-const TRACE = `import gc
-def _js():
-    for o in gc.get_objects():
-        try:
-            if type(o).__name__ == "JsFinder":
-                return o.jsproxies["js"]
-        except Exception:
-            pass
-js = _js()
-t = js.process.getBuiltinModule("trace_events").createTracing(js.JSON.parse('{"categories": ["node", "node.perf", "v8"]}'))
+const TRACE = `${REACH_JS}t = js.process.getBuiltinModule("trace_events").createTracing(js.JSON.parse('{"categories": ["node", "node.perf", "v8"]}'))
 t.enable()
 n = 0
 for i in range(2000000):

@@ -3,6 +3,7 @@
 import os
 import signal
 import sys
+import time
 
 import psycopg
 import pytest
@@ -24,6 +25,19 @@ def cluster():
     with pg.Cluster() as c:
         c.start()
         c.create_schema()
+        yield c
+
+
+@pytest.fixture(scope="module")
+def audited():
+    """A cluster of the module's own with the run's record (pg.AUDIT_SQL), two worker
+    roles w0 and w1, and one pending action (id 1)."""
+    with pg.Cluster() as c:
+        c.start()
+        c.create_schema()
+        c.create_audit(["w0", "w1"], time.time())
+        with psycopg.connect(c.dsn, autocommit=True) as admin:
+            admin.execute("INSERT INTO actions (id, store, phone, body, created_ms) VALUES (1, 's', 'p', 'b', 0)")
         yield c
 
 

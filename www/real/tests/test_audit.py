@@ -2,23 +2,11 @@
 # rows from: it records who changed an action's row, and the learner's code,
 # connected as a worker's role, can use the lab's tables but cannot touch the
 # record, silence it, or pass as another worker.
-import time
 
 import psycopg
 import pytest
 
 import pg
-
-
-@pytest.fixture(scope="module")
-def audited():
-    with pg.Cluster() as c:
-        c.start()
-        c.create_schema()
-        c.create_audit(["w0", "w1"], time.time())
-        with psycopg.connect(c.dsn, autocommit=True) as admin:
-            admin.execute("INSERT INTO actions (id, store, phone, body, created_ms) VALUES (1, 's', 'p', 'b', 0)")
-        yield c
 
 
 def as_worker(cluster, role):

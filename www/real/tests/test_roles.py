@@ -33,17 +33,6 @@ def open_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def roles():
-    with pg.Cluster() as c:
-        c.start()
-        c.create_schema()
-        c.create_audit(["w0", "w1"], time.time())
-        with psycopg.connect(c.dsn, autocommit=True) as admin:
-            admin.execute("INSERT INTO actions (id, store, phone, body, created_ms) VALUES (1, 's', 'p', 'b', 0)")
-        yield c
-
-
 # Run inside the run's sandbox (as a worker is): tries each login and says which worked.
 PROBE = r"""
 import json, sys, psycopg
@@ -58,22 +47,22 @@ print(json.dumps(out))
 """
 
 
-def test_from_the_sandbox_only_a_roles_own_password_logs_it_in(roles, open_dir):
+def test_from_the_sandbox_only_a_roles_own_password_logs_it_in(audited, open_dir):
     probe = open_dir / "probe.py"
     probe.write_text(PROBE)
     probe.chmod(0o644)
-    box = jail.Jail([roles.sockets, str(open_dir)])
+    box = jail.Jail([audited.sockets, str(open_dir)])
     if os.geteuid() == 0:
         assert box.on and box.uid is not None and box.uid >= 2 ** 30, box.problem
-    other_db = roles.dsn_as("w0").replace(f"dbname={pg.DATABASE}", "dbname=postgres")
+    other_db = audited.dsn_as("w0").replace(f"dbname={pg.DATABASE}", "dbname=postgres")
     tries = {
-        "superuser, no password": roles.dsn_as(pg.USER),
-        "superuser, a learner's password": roles.dsn_as(pg.USER) + f" password={roles.password('w0')}",
-        "superuser to the postgres database": roles.dsn_as(pg.USER).replace(f"dbname={pg.DATABASE}", "dbname=postgres"),
-        "w0, no password": roles.dsn_as("w0"),
-        "w1 with w0's password": roles.dsn_as("w1") + f" password={roles.password('w0')}",
-        "w0 to the postgres database": other_db + f" password={roles.password('w0')}",
-        "w0 with its own password": roles.login("w0"),
+        "superuser, no password": audited.dsn_as(pg.USER),
+        "superuser, a learner's password": audited.dsn_as(pg.USER) + f" password={audited.password('w0')}",
+        "superuser to the postgres database": audited.dsn_as(pg.USER).replace(f"dbname={pg.DATABASE}", "dbname=postgres"),
+        "w0, no password": audited.dsn_as("w0"),
+        "w1 with w0's password": audited.dsn_as("w1") + f" password={audited.password('w0')}",
+        "w0 to the postgres database": other_db + f" password={audited.password('w0')}",
+        "w0 with its own password": audited.login("w0"),
     }
     r = subprocess.run(box.argv([sys.executable, str(probe)]), input=json.dumps(tries), capture_output=True,
                        text=True, timeout=60)
@@ -83,8 +72,8 @@ def test_from_the_sandbox_only_a_roles_own_password_logs_it_in(roles, open_dir):
     jail.kill_uid(box.uid)
 
 
-def test_learner_roles_are_plain(roles):
-    with psycopg.connect(roles.dsn, autocommit=True) as admin:
+def test_learner_roles_are_plain(audited):
+    with psycopg.connect(audited.dsn, autocommit=True) as admin:
         rows = admin.execute(
             "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls, rolconnlimit "
             "FROM pg_roles WHERE rolname IN ('w0', 'w1', 'learner') ORDER BY rolname").fetchall()
@@ -127,23 +116,23 @@ def test_learner_roles_are_plain(roles):
     "SELECT pg_reload_conf()",
     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'w1'",
 ])
-def test_a_learner_role_cannot_reach_the_machine_the_server_or_another_role(roles, sql, open_dir):
+def test_a_learner_role_cannot_reach_the_machine_the_server_or_another_role(audited, sql, open_dir):
     out = open_dir / "written"
     os.chmod(open_dir, 0o777)  # the server could write here: only the privilege stops it
-    with psycopg.connect(roles.login("w1"), autocommit=True):  # a session of w1's to aim at
-        with psycopg.connect(roles.login("w0"), autocommit=True) as w0:
+    with psycopg.connect(audited.login("w1"), autocommit=True):  # a session of w1's to aim at
+        with psycopg.connect(audited.login("w0"), autocommit=True) as w0:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 w0.execute(sql.format(out=out))
             assert w0.execute("SELECT count(*) FROM actions").fetchone()[0] == 1  # still open to it
     assert not out.exists()
 
 
-def test_a_learner_role_holds_no_more_than_its_connection_limit(roles):
-    held = [psycopg.connect(roles.login("w0")) for _ in range(pg.LEARNER_CONNECTION_LIMIT)]
+def test_a_learner_role_holds_no_more_than_its_connection_limit(audited):
+    held = [psycopg.connect(audited.login("w0")) for _ in range(pg.LEARNER_CONNECTION_LIMIT)]
     try:
         with pytest.raises(psycopg.OperationalError, match="too many connections"):
-            psycopg.connect(roles.login("w0"))
-        with psycopg.connect(roles.dsn, autocommit=True) as admin:  # the run's own still gets in
+            psycopg.connect(audited.login("w0"))
+        with psycopg.connect(audited.dsn, autocommit=True) as admin:  # the run's own still gets in
             assert admin.execute("SELECT 1").fetchone() == (1,)
     finally:
         for c in held:
