@@ -431,6 +431,11 @@ async function submitError(res) {
     const after = Number(res.headers.get('Retry-After')) || 2;
     return `The grading server is busy; try again in ${after} s.`;
   }
+  // Its sandboxes fail to start for now (it retries with backoff): not the learner's code.
+  if (res.status === 503) {
+    const after = Number(res.headers.get('Retry-After')) || 5;
+    return `The grading server cannot grade right now (not because of your code); try again in ${after} s.`;
+  }
   if (res.status === 413) return 'Your code is too large to submit.';
   if (res.status === 405 && !error) return 'This page\'s server does not grade submissions (it is started with ./lab serve --no-hidden --grading).';
   return `The grading server refused the submission (${res.status})${error ? `: ${error}` : '.'}`;
