@@ -30,7 +30,8 @@ import { bridgeOf } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { BRIDGE_FILE, loadPython } from './python.mjs';
 
-const grader = new (await loadGrader()).Grader();
+// The pool's pinned copy of the grader: a build made while the pool runs changes nothing it grades with.
+const grader = new (await loadGrader({ dir: workerData?.graderDir })).Grader();
 
 // The store's interpreter: SQLite's heap and the database have caps of their own
 // (bridge.py); this bounds the rest.

@@ -24,7 +24,7 @@ import { ENDED, JOB } from './frames.mjs';
 import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess, UIDS_PER_OWNER } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
-import { loadGrader } from '../src/node_host.mjs';
+import { graderFiles, loadGrader } from '../src/node_host.mjs';
 import { firstLab } from '../src/engine.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -493,9 +493,11 @@ function abortError() {
  *                               twice as long each time, at most maxMs (default 1 s, 30 s)
  * @param {() => boolean} [o.startFault] tests only: while it returns true, each sandbox
  *                               start fails (its program does not exist)
+ * @param {string} [o.pkgDir]    the grader's folder (default www/pkg): copied at the
+ *                               start, and only that copy is graded with
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null } = {}) {
+  retryMs = RETRY_MS, startFault = null, pkgDir = null } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -532,6 +534,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));
   fs.chmodSync(tmp, 0o755);
+  // The grader this pool grades with, pinned: a copy of its two files made now, which
+  // every grading thread loads (one started later too), so a build made while a
+  // server runs changes nothing it grades with (issue 28). Root's alone: no sandbox
+  // reads it.
+  const graderDir = path.join(tmp, 'grader');
+  fs.mkdirSync(graderDir, { mode: 0o700 });
+  for (const [, file] of Object.entries(graderFiles(pkgDir))) fs.copyFileSync(file, path.join(graderDir, path.basename(file)));
   const spawner = spawnerOf(tmp);
   const snapshotFile = path.join(tmp, 'pyodide.snapshot');
   const codeCacheFile = path.join(tmp, 'pyodide.code-cache');
@@ -754,7 +763,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   }
 
   function startThread(slot) {
-    const thread = new Worker(THREAD, { workerData: { snapshotFile }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
+    const thread = new Worker(THREAD, { workerData: { snapshotFile, graderDir }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
     stats.threadsStarted++;
     slot.thread = thread;
     slot.threadUp = false;
@@ -911,7 +920,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   let nextId = 1;
   const ready = (async () => {
-    grader = new (await loadGrader()).Grader();
+    grader = new (await loadGrader({ dir: graderDir })).Grader();
     await Promise.all([makeSnapshot(), spawner.ready]);
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0, down: null, retryMs: 0, retryTimer: null };

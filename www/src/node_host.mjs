@@ -2,7 +2,8 @@
 // the bridge tests and the benchmark, so they exercise the same engine.mjs and
 // bridge.py as the browser worker.
 import fs from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createEngine } from './engine.mjs';
 
 const WWW = new URL('../', import.meta.url);
@@ -14,13 +15,20 @@ export const paths = {
   bridge: fileURLToPath(new URL('src/bridge.py', WWW)),
 };
 
-/** Loads the grader (WASM) and returns its module: { Grader, ... }. */
-export async function loadGrader() {
-  if (!fs.existsSync(paths.pkgWasm)) {
-    throw new Error(`${paths.pkgWasm} is missing: build it with scripts/build-wasm.sh from the repo root`);
+/** The grader's two files (its JS and its WASM) in `dir` (www/pkg by default). */
+export const graderFiles = (dir) => (dir
+  ? { js: path.join(dir, 'delivery_lab.js'), wasm: path.join(dir, 'delivery_lab_bg.wasm') }
+  : { js: fileURLToPath(paths.pkgJs), wasm: paths.pkgWasm });
+
+/** Loads the grader (WASM) from `dir` (www/pkg by default: a grading pool passes its
+ *  own pinned copy) and returns its module: { Grader, ... }. */
+export async function loadGrader({ dir } = {}) {
+  const files = graderFiles(dir);
+  if (!fs.existsSync(files.wasm)) {
+    throw new Error(`${files.wasm} is missing: build it with scripts/build-wasm.sh from the repo root`);
   }
-  const pkg = await import(paths.pkgJs);
-  await pkg.default({ module_or_path: fs.readFileSync(paths.pkgWasm) });
+  const pkg = await import(pathToFileURL(files.js).href);
+  await pkg.default({ module_or_path: fs.readFileSync(files.wasm) });
   return pkg;
 }
 

@@ -89,6 +89,32 @@ test('each courier submission gets a store of its own: the grading thread that h
   }
 });
 
+// Builds do not mix (issue 28): a pool grades with the grader it started with. Its
+// grading threads load the pool's own copy, so a build made meanwhile (here: the
+// folder it was copied from, made unusable) changes nothing, even for a thread
+// started after it (each courier submission replaces its thread).
+test('a pool grades with the grader it started with, whatever is built after', { timeout: 200_000 }, async () => {
+  const { createGradingPool } = await import('../pool.mjs');
+  const { loadGrader, graderFiles } = await import('../../src/node_host.mjs');
+  const lab1 = JSON.parse(new (await loadGrader()).Grader().lab('deliver-once'));
+  const pkgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-pinned-'));
+  const raises = ['claim', 'write_intent', 'deliver_step', 'merge', 'on_webhook', 'heartbeat']
+    .map((f) => `def ${f}(*args):\n    raise RuntimeError("no")\n`).join('');
+  for (const file of Object.values(graderFiles())) fs.copyFileSync(file, path.join(pkgDir, path.basename(file)));
+  const pool = createGradingPool({ jobs: 1, pkgDir });
+  try {
+    await pool.ready;
+    for (const file of Object.values(graderFiles(pkgDir))) fs.writeFileSync(file, 'not a grader');
+    const a = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
+    const b = JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py }));
+    assert.deepEqual([a.status, b.status], ['fail', 'pass']);
+    assert.equal(pool.stats.threadsStarted, 2, 'lab 1 was graded by a thread started after the change');
+  } finally {
+    await pool.close();
+    fs.rmSync(pkgDir, { recursive: true, force: true });
+  }
+});
+
 // One SQLite step can run long (instr() over a long text is one step of its
 // machine, out of reach of the store's progress handler): the thread's CPU still
 // counts against the limit, read from /proc, and a thread still busy THREAD_GRACE_MS
