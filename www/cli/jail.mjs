@@ -10,6 +10,7 @@
 // as the invoking user; the README says what that leaves shared.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { isZombie, processes } from './procfs.mjs';
 
 /** The rlimits of a sandbox process tree (prlimit's names). */
 export const RLIMITS = {
@@ -38,27 +39,18 @@ export const UIDS_PER_OWNER = 64;
 const PID_MAX = 2 ** 22;
 let nextInBlock = 0;
 
-/** The uids that some live process runs as (the owners of /proc/PID). */
-export function uidsInUse() {
-  const used = new Set();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try { used.add(fs.statSync(`/proc/${d}`).uid); } catch { /* gone */ }
-  }
-  return used;
-}
-
 /**
  * A uid of its own for the next sandbox of `ownerPid` (this process by default):
- * in the owner's block, one no live process holds. Null when not root (setpriv
- * cannot change uid then) or when all UIDS_PER_OWNER are held.
+ * in the owner's block, one no live process holds and not in `held` (the owner's
+ * uids taken but not yet running). Null when not root (setpriv cannot change uid
+ * then) or when all UIDS_PER_OWNER are taken.
  */
-export function sandboxUid(ownerPid = process.pid) {
+export function sandboxUid(ownerPid = process.pid, { held = new Set() } = {}) {
   if (!root() || !(Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid < PID_MAX)) return null;
-  const used = uidsInUse();
+  const used = new Set(Array.from(processes(), (p) => p.uid));
   for (let i = 0; i < UIDS_PER_OWNER; i++) {
     const uid = SANDBOX_UID_BASE + ownerPid * UIDS_PER_OWNER + (nextInBlock++ % UIDS_PER_OWNER);
-    if (!used.has(uid)) return uid;
+    if (!used.has(uid) && !held.has(uid)) return uid;
   }
   return null;
 }
@@ -72,13 +64,10 @@ export function killUid(uid) {
   let n = 0;
   for (let pass = 0; pass < 20; pass++) {
     let found = 0;
-    for (const d of fs.readdirSync('/proc')) {
-      if (!/^\d+$/.test(d)) continue;
+    for (const p of processes()) {
+      if (p.uid !== uid || isZombie(p.pid)) continue;
       try {
-        if (fs.statSync(`/proc/${d}`).uid !== uid) continue;
-        // A zombie is dead already: its parent reaps it.
-        if (/^\d+ \(.*\) [ZX]/s.test(fs.readFileSync(`/proc/${d}/stat`, 'utf8'))) continue;
-        process.kill(Number(d), 'SIGKILL');
+        process.kill(p.pid, 'SIGKILL');
         found++;
       } catch { /* gone */ }
     }
@@ -90,10 +79,7 @@ export function killUid(uid) {
 
 /** Whether any process, a zombie included, runs as `uid`. */
 export function uidHasProcess(uid) {
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try { if (fs.statSync(`/proc/${d}`).uid === uid) return true; } catch { /* gone */ }
-  }
+  for (const p of processes()) if (p.uid === uid) return true;
   return false;
 }
 

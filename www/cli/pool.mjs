@@ -21,7 +21,7 @@ import readline from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
-import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess, UIDS_PER_OWNER } from './jail.mjs';
+import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import { graderFiles, loadGrader } from '../src/node_host.mjs';
@@ -152,15 +152,9 @@ export class SandboxStartError extends Error {
 const heldUids = new Set();
 /** A uid of its own for the next sandbox (null when none is free); null if not root. */
 function takeUid() {
-  for (let i = 0; i < UIDS_PER_OWNER; i++) {
-    const uid = sandboxUid();
-    if (uid === null) return null;
-    if (!heldUids.has(uid)) {
-      heldUids.add(uid);
-      return uid;
-    }
-  }
-  return null;
+  const uid = sandboxUid(process.pid, { held: heldUids });
+  if (uid !== null) heldUids.add(uid);
+  return uid;
 }
 /** Every process of `uid` killed, then the uid free for another sandbox. */
 function releaseUid(uid) {

@@ -25,6 +25,23 @@ export function rssMb(pid) {
   }
 }
 
+/** Every live process as { pid, uid } (the owner of /proc/PID), zombies included. */
+export function* processes() {
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try { yield { pid: Number(d), uid: fs.statSync(`/proc/${d}`).uid }; } catch { /* gone */ }
+  }
+}
+
+/** Whether `pid` is dead already (a zombie, or on its way out): its parent reaps it. */
+export function isZombie(pid) {
+  try {
+    return /^\d+ \(.*\) [ZX]/s.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
 /** Every process under `pid`, deepest first. */
 export function descendants(pid) {
   let out = [];
