@@ -487,11 +487,13 @@ function abortError() {
  *                               twice as long each time, at most maxMs (default 1 s, 30 s)
  * @param {() => boolean} [o.startFault] tests only: while it returns true, each sandbox
  *                               start fails (its program does not exist)
+ * @param {() => boolean} [o.threadFault] tests only: while it returns true, each grading
+ *                               thread's start fails (its grader's folder does not exist)
  * @param {string} [o.pkgDir]    the grader's folder (default www/pkg): copied at the
  *                               start, and only that copy is graded with
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null, pkgDir = null } = {}) {
+  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -506,7 +508,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // threadsHung: threads replaced because they were still busy after a stop.
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
-    threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0,
+    threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0, threadStartFailures: 0,
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -723,12 +725,34 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       spawnSandbox(slot);
       return;
     }
+    slotDown(slot, cause, () => { if (!slot.spare) spawnSandbox(slot); });
+  }
+
+  /**
+   * A grading thread of `slot` ended before it was up (its grader did not load): as
+   * a failed sandbox start, started again at once START_FAILURES times in a row, then
+   * the slot is down with the same backoff, so that submissions get a
+   * SandboxStartError instead of waiting in the queue for a thread that never comes.
+   */
+  function threadFailed(slot, cause) {
+    if (closed) return;
+    stats.threadStartFailures++;
+    if (++slot.threadFailures < START_FAILURES && !slot.down) {
+      startThread(slot);
+      return;
+    }
+    slotDown(slot, cause, () => { if (!slot.thread) startThread(slot); });
+  }
+
+  /** `slot` is down: `retry` runs after its backoff; while every slot is down the
+   *  queue is refused with a SandboxStartError saying when to try again. */
+  function slotDown(slot, cause, retry) {
     slot.retryMs = slot.retryMs ? Math.min(retryMs.maxMs, slot.retryMs * 2) : retryMs.firstMs;
-    slot.down = { cause: cause.trim().slice(0, 2000), retryAt: Date.now() + slot.retryMs };
+    slot.down = { cause: String(cause).trim().slice(0, 2000), retryAt: Date.now() + slot.retryMs };
     clearTimeout(slot.retryTimer);
     slot.retryTimer = setTimeout(() => {
       slot.retryTimer = null;
-      if (!closed && !slot.spare) spawnSandbox(slot);
+      if (!closed) retry();
     }, slot.retryMs);
     slot.rejectUp?.(unavailable());
     if (slots.every((s) => s.down)) {
@@ -757,14 +781,17 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   }
 
   function startThread(slot) {
-    const thread = new Worker(THREAD, { workerData: { snapshotFile, graderDir }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
+    const dir = threadFault?.() ? path.join(tmp, 'no-such-grader') : graderDir;
+    const thread = new Worker(THREAD, { workerData: { snapshotFile, graderDir: dir }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
     stats.threadsStarted++;
     slot.thread = thread;
     slot.threadUp = false;
+    slot.threadError = null;
     thread.on('message', (m) => {
       if (slot.thread !== thread || !m) return;
       if (m.t === 'up') {
         slot.threadUp = true;
+        slot.threadFailures = 0;
         slot.task = typeof m.task === 'string' ? m.task : null;
         if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
       } else if (m.t === 'ready') onReady(slot, m);
@@ -783,7 +810,9 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       // the submission it was grading is an error, the pool goes on.
       if (slot.job) finish(slot, { failure: slot.threadError || 'the grading thread ended' });
       if (slot.spare) { discard(slot.spare); slot.spare = null; }
-      if (!closed) startThread(slot);
+      if (closed) return;
+      if (slot.threadUp) startThread(slot);
+      else threadFailed(slot, `the grading thread did not start: ${slot.threadError || 'it ended'}`);
     });
   }
 
@@ -917,7 +946,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     grader = new (await loadGrader({ dir: graderDir })).Grader();
     await Promise.all([makeSnapshot(), spawner.ready]);
     for (let i = 0; i < jobs; i++) {
-      const slot = { thread: null, spare: null, job: null, bootFailures: 0, down: null, retryMs: 0, retryTimer: null };
+      const slot = { thread: null, spare: null, job: null, bootFailures: 0, threadFailures: 0, down: null, retryMs: 0, retryTimer: null };
       // Resolved by its first ready sandbox, rejected when sandboxes fail to start.
       slot.up = new Promise((resolve, reject) => { slot.resolveUp = resolve; slot.rejectUp = reject; });
       slots.push(slot);

@@ -337,6 +337,36 @@ test('sandboxes that fail to start: the pool retries with backoff, the server an
   if (ROOT) assert.deepEqual(await aliveOf([...uids]), [], 'a process of the pool\'s uids left after close');
 });
 
+test('grading threads whose grader does not load: the slot is down with the typed error (no submission waits forever), and grades again once the cause is gone', LIMIT, async () => {
+  let failing = false;
+  const pool = createGradingPool({ jobs: 1, threadFault: () => failing, retryMs: { firstMs: 200, maxMs: 800 } });
+  try {
+    await pool.ready;
+    // A courier submission uses its thread's store, so its thread is replaced after
+    // it: that replacement, and every one after it, fails to load its grader.
+    const courier = JSON.parse(new (await loadGrader()).Grader().lab('courier')).starter_py;
+    failing = true;
+    const first = JSON.parse(await pool.grade({ lab: 'courier', source: courier }));
+    assert.equal(first.status, 'fail', first.message);
+    assert.equal(pool.stats.storeReuses, 0);
+    await until('the pool down', () => pool.unavailable(), 60_000);
+    assert.equal(pool.stats.threadStartFailures, 4);
+    await assert.rejects(pool.grade({ source: REFERENCE }), (e) => {
+      assert.equal(e.code, 'ESANDBOXSTART');
+      assert.match(e.message, /^sandboxes fail to start: the grading thread did not start: .*no-such-grader/s);
+      return true;
+    });
+    // Still retried with backoff while it fails.
+    await until('a retry', () => pool.stats.threadStartFailures > 4, 10_000);
+    failing = false;
+    await until('the pool up again', () => !pool.unavailable(), 30_000);
+    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal(JSON.parse(await pool.grade({ source: STARTER })).status, 'fail');
+  } finally {
+    await pool.close();
+  }
+});
+
 test('a pool that can never start a sandbox: ready rejects with the typed error and its cause (./lab grade exits 2 with it)', LIMIT, async () => {
   // A test's sandbox program (no snapshot to make), every start failing.
   const pool = createGradingPool({ jobs: 1, sandboxScript: FAKE, startFault: () => true, retryMs: { firstMs: 200, maxMs: 400 } });
