@@ -7,9 +7,16 @@
 //      in the browser worker and in Node, against the same checks in pure Python
 //      in Pyodide (the pytest anchor's, www/cli/anchor, without pytest)
 //   4. the time from a click on Run to the first result drawn (median of 20)
-// Usage: node bench.mjs [--runs N] [--visits N] [--first N]    (builds a fresh copy of the page
-// from www/pkg first, like the e2e tests; Chromium at /usr/bin/chromium)
-import { execFileSync } from 'node:child_process';
+//   5. the courier lab's full run in the worker and in Node
+//   6. the courier lab's real run (./lab real): its wall time split into phases,
+//      beside an anchor measured in the same bench: the same run with no kills and
+//      no freezes. A shortened run by default (REAL_SHORT: a full one with fairness
+//      takes about 3 minutes), the full one with --real-full, or a saved run's JSON
+//      line with --real-json FILE (then no anchor); --real-only runs this part alone.
+// Usage: node bench.mjs [--runs N] [--visits N] [--first N] [--real-full | --real-json FILE] [--real-only]
+// (builds a fresh copy of the page from www/pkg first, like the e2e tests; Chromium at
+// /usr/bin/chromium)
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -267,4 +274,100 @@ async function main() {
   }
 }
 
-await main();
+// ---- 6. the real run ----
+
+const REPO = path.join(WWW, '..');
+const VENV_PY = path.join(REPO, '.venv', 'bin', 'python');
+// The shortened run: a fifth of the actions and kills, a 5 s lease (a killed worker's
+// action waits one for a taker), fairness loads of 4 s; the seed and the rest as the
+// full run's defaults.
+const REAL_SHORT = ['--actions', '400', '--kills', '40', '--lease-s', '5', '--fairness-load-s', '4'];
+const flag = (name) => process.argv.includes(name);
+const argText = (name) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
+
+/** The machine's CPU time so far, all processes (/proc/stat): busy and total jiffies. */
+function machineCpu() {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const idle = f[3] + (f[4] || 0);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: total - idle, total };
+}
+
+/** `./lab real ARGS --format json` on the reference: {report, wallS, busy} (busy: the
+ *  share of the machine's cores in use meanwhile, whoever used them). */
+function realRun(args) {
+  return new Promise((resolve, reject) => {
+    const cpu0 = machineCpu();
+    const t0 = performance.now();
+    const child = spawn(VENV_PY, [path.join(REPO, 'www', 'real', 'run.py'), ...args, '--format', 'json',
+      path.join(REPO, 'src', 'courier', 'reference.py')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const cpu = machineCpu();
+      const line = out.trim().split('\n').pop();
+      let report;
+      try { report = JSON.parse(line); } catch { return reject(new Error(`./lab real ${args.join(' ')} exited ${code}: ${err.slice(-1500)}`)); }
+      if (!report.seconds) return reject(new Error(`./lab real ${args.join(' ')}: ${report.error || report.stopped || line}`));
+      resolve({ report, wallS: (performance.now() - t0) / 1000, busy: (cpu.busy - cpu0.busy) / Math.max(1, cpu.total - cpu0.total) });
+    });
+  });
+}
+
+const PHASE_WORDS = {
+  before_crash_s: 'before the crash', database_down_s: 'database down', to_95_percent_s: 'to 95%',
+  last_5_percent_s: 'last 5%', webhooks_s: 'webhooks',
+};
+
+/** One report's time, as a line: the parts, and the chaos run's phases. */
+function realTimeLine(report) {
+  const t = report.seconds;
+  const phases = Object.entries(report.chaos.phases).map(([k, v]) => `${PHASE_WORDS[k] ?? k} ${v}`).join(', ');
+  return `${t.total} s: setting up ${t.setup}, the chaos run ${t.chaos} (${phases})`
+    + `${'fairness' in t ? `, fairness ${t.fairness}` : ''}, stopping ${t.stop}`;
+}
+
+async function realBench() {
+  const saved = argText('--real-json');
+  if (saved) {
+    const report = JSON.parse(fs.readFileSync(saved, 'utf8').trim().split('\n').pop());
+    console.log(`\n6. Courier lab, the real run, from ${saved} (seed ${report.seed}; ${report.replay ?? ''}): no anchor`);
+    console.log(`   ${realTimeLine(report)}; ${report.verdict}`);
+    return;
+  }
+  if (!fs.existsSync(VENV_PY)) {
+    console.log('\n6. Courier lab, the real run: skipped, .venv/bin/python is missing (./lab real makes it)');
+    return;
+  }
+  const size = flag('--real-full') ? [] : REAL_SHORT;
+  const what = flag('--real-full') ? 'the full run (2,000 actions, 200 kills, 8 workers, fairness loads of 10 s)'
+    : `shortened (${REAL_SHORT.join(' ')}; --real-full for the full run)`;
+  try {
+    // The anchor first: the same actions, seed and lease with no kills and no freezes
+    // (the database's crash stays: every run has it), and no fairness run.
+    const anchor = await realRun([...size, '--kills', '0', '--freezes', '0']);
+    const run = await realRun([...size, '--fairness']);
+    const r = run.report;
+    console.log(`\n6. Courier lab, the real run (./lab real), ${what}, seed ${r.seed}`);
+    console.log(`   ${realTimeLine(r)}; ${r.chaos.kills} kills, ${r.chaos.zombies} zombie${r.chaos.zombies === 1 ? '' : 's'}; ${r.verdict}`
+      + `; the machine's cores ${Math.round(run.busy * 100)}% busy meanwhile (every process on it)`);
+    console.log(`   anchor, the same run with no kills and no freezes: ${realTimeLine(anchor.report)}`
+      + `; cores ${Math.round(anchor.busy * 100)}% busy`);
+    console.log(`   the chaos run took ${(r.seconds.chaos / anchor.report.seconds.chaos).toFixed(2)}x the anchor's`
+      + ' (its kills and freezes: a killed worker\'s action waits out a lease, a frozen one a lease and a takeover)');
+  } catch (e) {
+    console.log(`\n6. Courier lab, the real run: could not run (${e.message.split('\n')[0]})`);
+  }
+}
+
+if (flag('--real-only')) await realBench();
+else {
+  await main();
+  await realBench();
+}

@@ -13,7 +13,8 @@
 //   POST /hold {"action": 17}   the answer to the next request for action 17 (a send,
 //                 or a lookup given &action=17) waits for POST /release {"action": 17};
 //                 GET /holding?action=17 says whether one waits now (its client still
-//                 connected). The request
+//                 connected); GET /holds how many wait for their request now, the most
+//                 at once, and how many answers were held in all. The request
 //                 itself is taken and logged as usual: only its answer is slow, as on
 //                 a slow network. The run freezes a worker while it waits so (run.py).
 //   GET  /log     the provider's own log (JSON array); POST /tally {"actions": [...]}
@@ -58,6 +59,10 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
   const held = new Set();
   // action -> the answer held back for it (null until its request comes).
   const holds = new Map();
+  // How many holds waited for their request at once, at most, and how many answers
+  // were held in all (GET /holds): the run arms a few at a time (run.py HOLDS_ARMED).
+  const holding = { most: 0, held: 0 };
+  const armedNow = () => [...holds.values()].filter((v) => v === null).length;
   let written = 0;
   let closed = false;
 
@@ -86,6 +91,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     const deliver = () => (a.answer === 'timeout' ? hang(req) : reply(res, 200, a));
     if (holds.has(action) && holds.get(action) === null) {
       holds.set(action, deliver);
+      holding.held += 1;
       // A client that gave up waiting is no longer held: /holding says so.
       req.socket.once('close', () => { if (holds.get(action) === deliver) holds.set(action, 'gone'); });
     } else deliver();
@@ -145,7 +151,10 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
         const waiting = holds.get(action);
         holds.delete(action);
         if (typeof waiting === 'function') waiting();
-        if (url.pathname === '/hold') holds.set(action, null);
+        if (url.pathname === '/hold') {
+          holds.set(action, null);
+          holding.most = Math.max(holding.most, armedNow());
+        }
         reply(res, 200, { ok: true });
       }, res);
     }
@@ -153,6 +162,9 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
       const action = actionParam(url);
       if (action === undefined) return reply(res, 400, { error: 'give ?action=' });
       return reply(res, 200, { holding: typeof holds.get(action) === 'function' });
+    }
+    if (req.method === 'GET' && url.pathname === '/holds') {
+      return reply(res, 200, { armed: armedNow(), most_armed: holding.most, answers_held: holding.held });
     }
     if (req.method === 'GET' && url.pathname === '/log') return reply(res, 200, JSON.parse(provider.log_since(0)));
     if (req.method === 'GET' && url.pathname === '/final') return reply(res, 200, JSON.parse(provider.final_statuses()));
@@ -166,7 +178,7 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
       }, res);
     }
     req.resume();
-    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally, POST /hold, POST /release, GET /holding?action=' });
+    return reply(res, 404, { error: 'POST /send, GET /lookup?key=, GET /log, GET /final, GET /pending, POST /tally, POST /hold, POST /release, GET /holding?action=, GET /holds' });
   }
 
   const serve = (learnerOnly) => (req, res) => {

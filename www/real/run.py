@@ -49,7 +49,8 @@ RECEIVER = "receiver"      # the webhook receiver's database role; each worker's
 LEASE_SLACK_MS = 250
 STORES = 100
 # A frozen worker wakes as soon as another worker has taken its action over, or
-# this long after its lease ran out if none did (the freeze then made no zombie).
+# when none did though its action was the only one left to take (its lease over,
+# no other action pending or free) for this long: the freeze then made no zombie.
 FREEZE_GIVE_UP_S = 20
 HOLD_WAIT_S = 4            # how long holds armed on pending actions wait for one's first request
 HOLDS_ARMED = 4            # pending actions armed at once: one of them is soon claimed and sent
@@ -195,6 +196,7 @@ class Run:
         self.workers = []
         self.done = {"kills": 0, "freezes": 0, "db_restarts": 0, "zombies": 0}
         self.hold = None   # pending actions armed with a hold (start_freeze), and until when
+        self._admin = None  # the run's own connection (admin)
         self.gave_up = []  # the freezes that found no taker: their action as it was then
 
     # -- the parts ----------------------------------------------------------
@@ -254,6 +256,9 @@ class Run:
         for w in self.workers:
             w.stop()
         stop_all(self.procs)
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         if self.cluster:
             self.cluster.close()
             # Whatever a kill at a sandbox's start left orphaned names the run's folder;
@@ -265,16 +270,28 @@ class Run:
     # -- the chaos ----------------------------------------------------------
 
     def admin(self, default, work):
-        """`work(connection)` on an autocommit connection of the run's own, or
-        `default` while the database cannot be reached (its crash, its restart)."""
+        """`work(connection)` on the run's own autocommit connection, or `default`
+        while the database cannot be reached (its crash, its restart). One
+        connection, kept: the loop asks several times every POLL_S, and a new
+        connection each time (a server process forked, a login) was most of the
+        cluster's CPU time after the workers' own."""
         try:
-            with psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2) as c:
-                return work(c)
+            if self._admin is None or self._admin.closed or self._admin.broken:
+                self._admin = None
+                self._admin = psycopg.connect(self.cluster.dsn, autocommit=True, connect_timeout=2)
+            return work(self._admin)
         except psycopg.OperationalError:
+            if self._admin is not None:
+                self._admin.close()
+                self._admin = None
             return default
 
+    def arm(self, action):
+        """The provider holds back the answer to the next request for `action`."""
+        http_json(f"{self.provider_url}/hold", {"action": action})
+
     def release(self, action):
-        """The provider lets the answer it holds for `action` go."""
+        """The provider lets the answer it holds for `action` go (and holds no more)."""
         http_json(f"{self.provider_url}/release", {"action": action})
 
     def dispatched(self):
@@ -303,7 +320,8 @@ class Run:
             for w in self.workers:
                 if w.frozen is not None:
                     took = self.taken_over(w)
-                    if took or time.monotonic() >= w.frozen["give_up"]:
+                    if took or self.give_up(w.frozen, time.monotonic(),
+                                            [v.frozen["action"] for v in self.workers if v.frozen is not None]):
                         if not took:
                             self.gave_up.append(self.action_now(w.frozen))
                         self.wake(w)
@@ -342,8 +360,12 @@ class Run:
                 next_kill = now + self.rng.uniform(0.02, 0.3)
             # Freezes come after the database's crash (a crash during one would
             # end the zombie's connection, and with it the zombie), one worker at
-            # least always left running to take the frozen one's action over.
-            if (self.done["db_restarts"] and self.done["zombies"] + freezing < self.freezes
+            # least always left running to take the frozen one's action over, and
+            # one set of holds at a time: arming another while one is armed left the
+            # first set held for good (every run with --freezes 2 did that, until
+            # nearly every action's first answer was held for the client's 1 s
+            # timeout, and the run after the crash went five times slower).
+            if (self.hold is None and self.done["db_restarts"] and self.done["zombies"] + freezing < self.freezes
                     and freezing < self.n_workers - 1 and now >= self.next_freeze and running):
                 if not self.start_freeze():
                     self.next_freeze = now + self.rng.uniform(0.02, 0.1)
@@ -409,7 +431,7 @@ class Run:
             return False
         actions = self.rng.sample(pending, min(HOLDS_ARMED, len(pending)))
         for action in actions:
-            http_json(f"{self.provider_url}/hold", {"action": action})
+            self.arm(action)
         self.hold = {"actions": actions, "until": time.monotonic() + HOLD_WAIT_S}
         return True
 
@@ -435,8 +457,7 @@ class Run:
                         and self.still_holds(w, action, row[1])):
                     h["actions"].remove(action)
                     self.let_go(h["actions"])
-                    w.frozen = {"action": action, "epoch": row[1],
-                                "give_up": time.monotonic() + self.lease_ms / 1000 + FREEZE_GIVE_UP_S}
+                    w.frozen = {"action": action, "epoch": row[1]}
                     self.done["freezes"] += 1
                     self.next_freeze = time.monotonic() + self.rng.uniform(1.0, 5.0)
                     return
@@ -476,6 +497,33 @@ class Run:
             return True
         return self.admin(True, open_transaction)
 
+    def give_up(self, frozen, now, frozen_actions=()):
+        """Whether a freeze whose action nobody has taken over yet should end
+        (the worker woken, no zombie made): only when the action was free to take,
+        its lease over, and nothing else was, for FREEZE_GIVE_UP_S. While other
+        actions wait too, a claim may rightly take them first: a fair claim takes
+        the freed action only at its store's next turn, after every store served
+        less recently, so a fixed wait after the lease (the lease and 20 s, before)
+        gave up whenever a round of the 100 stores took longer than that (below
+        5 actions a second). `frozen["free_since"]` keeps when it last started being
+        the only one; `now` is on the run's monotonic clock; the actions of the other
+        frozen workers (`frozen_actions`) do not count as others (two freezes a
+        claim passes over would wait for each other for good)."""
+        now_ms = round((now - self.t0) * 1000)
+        row = self.admin(None, lambda c: c.execute(
+            "SELECT bool_or(id = %(a)s), count(*) FILTER (WHERE id <> ALL(%(frozen)s)) FROM actions "
+            "WHERE state = 'pending' OR (state = 'claimed' AND lease_until_ms <= %(now)s)",
+            {"a": frozen["action"], "frozen": [frozen["action"], *frozen_actions], "now": now_ms}).fetchone())
+        if row is None:  # the database is down: nothing can take it now
+            frozen.pop("free_since", None)
+            return False
+        ours_free, others = bool(row[0]), row[1]
+        if not ours_free or others:
+            frozen.pop("free_since", None)
+            return False
+        frozen.setdefault("free_since", now)
+        return now - frozen["free_since"] >= FREEZE_GIVE_UP_S
+
     def taken_over(self, w):
         """Whether another worker has claimed `w`'s action since `w` froze."""
         return self.admin(False, lambda c: c.execute(
@@ -508,6 +556,7 @@ class Run:
         ids = list(range(1, self.actions + 1))
         tally = http_json(f"{self.provider_url}/tally", {"actions": ids})
         final = http_json(f"{self.provider_url}/final")
+        holds = http_json(f"{self.provider_url}/holds")
         with psycopg.connect(self.cluster.dsn, autocommit=True) as c:
             outbox = dict(c.execute("SELECT action_id, status FROM outbox").fetchall())
             dispatched = c.execute("SELECT count(*) FROM actions WHERE state = 'dispatched'").fetchone()[0]
@@ -548,6 +597,8 @@ class Run:
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"], **({"gave_up": self.gave_up} if self.gave_up else {}),
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
+                      # The freezes' holds (provider.mjs /holds): at most HOLDS_ARMED at once.
+                      "holds": {"most_armed": holds["most_armed"], "answers_held": holds["answers_held"]},
                       "phases": self.phases(),
                       "drained": drained, **({"crash": errors[0]} if errors else {}),
                       **({"stopped": self.stopped} if self.stopped else {})},

@@ -387,11 +387,11 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   }
   const { report, ms, stopped } = outcome;
   state.lastReport = report;
-  state.lastRun = { ms, wallMs: outcome.wallMs ?? null, stopped, busyShown: shown };
+  state.lastRun = { ms, wallMs: outcome.wallMs ?? null, stopped, stop: outcome.stop ?? null, busyShown: shown };
   const results = $('results');
   results.hidden = false;
   renderReport(results, report, {
-    ms, stopped, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), hiddenOnServer: hiddenOnServer(), via: 'browser',
+    ms, stopped, stop: outcome.stop ?? null, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), hiddenOnServer: hiddenOnServer(), via: 'browser',
   });
   performance.mark('results-drawn');
   performance.measure('run-to-results', 'run-click', 'results-drawn');
@@ -407,7 +407,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   const said = summarySentence(report, { limitS: limitS(), hiddenOnServer: hiddenOnServer() });
   if (outcome.failed) setStatus(`${said}. ${report.message}`, 'error');
   else if (report.status === 'error') setStatus(`${said}; the message below says why.`, 'error');
-  else if (stopped === 'terminated') setStatus(`${said}. Python was stopped and restarted; your code is unchanged: fix the loop and run again.`, 'error');
+  else if (stopped === 'terminated' && outcome.stop?.why !== 'slow') setStatus(`${said}. Python was stopped and restarted; your code is unchanged: fix the loop and run again.`, 'error');
   else if (stopped) setStatus(`${said}. Your code is unchanged.`, 'error');
   else if (hiddenOnServer() && report.status === 'pass') setStatus(`${said}. “Submit for grading” runs the hidden tests on the course’s server.`);
   else setStatus(`${said}. Graded in ${(ms / 1000).toFixed(2)} s; Ctrl+Enter runs again, each run stops after ${limitS()} s.`);

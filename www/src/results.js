@@ -204,6 +204,7 @@ function summaryOf(report, info) {
   const headline = allPass && onServer ? `All ${report.total} examples pass`
     : allPass ? `All ${report.total} tests pass`
     : report.status === 'error' ? 'Your code could not be graded'
+      : timedOut && info.stop?.why === 'slow' ? `Stopped after ${Math.round(info.stop.afterMs / 1000)} s: still progressing, too slow to finish`
       : timedOut ? `Stopped at the ${info.limitS} s limit`
         : `${report.passed} of ${report.total} tests pass`;
   return { headline, onServer, timedOut, allPass };
@@ -223,8 +224,9 @@ export function summarySentence(report, info) {
 /**
  * @param {HTMLElement} root
  * @param {object} report the engine's report
- * @param {{stopped?:string|null, ms?:number|null, limitS:number, onGoToLine?:Function,
- *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info
+ * @param {{stopped?:string|null, stop?:object|null, ms?:number|null, limitS:number, onGoToLine?:Function,
+ *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info  stop: why the runner stopped the
+ *   run ({why: 'stuck'|'slow', afterMs, calls, ...}, runner.js), when it did
  */
 export function renderReport(root, report, info) {
   const examples = report.tests.filter((t) => t.kind === 'example');
@@ -243,9 +245,20 @@ export function renderReport(root, report, info) {
   const notes = [];
   if (report.status === 'error' && report.message) notes.push(messageBlock(report.message, info.onGoToLine));
   if (timedOut && report.status !== 'error') {
-    notes.push(h('p.note.timeout', info.stopped === 'terminated'
-      ? `Your code was still running ${info.limitS} s after the run started, so it was stopped and Python restarted. Your code is untouched; look for a loop that never ends (or one that catches KeyboardInterrupt).`
-      : `Your code was interrupted at the ${info.limitS} s limit. The tests before it ran normally; the rest did not run.`));
+    const stop = info.stop;
+    const restarted = info.stopped === 'terminated' ? ' It was stopped and Python restarted; your code is untouched.' : '';
+    notes.push(h('p.note.timeout', stop?.why === 'slow'
+      // Progress went on to the end (runner.js): a slow machine or slow code, not a loop.
+      ? `Your code was still making progress when the run reached ${Math.round(stop.afterMs / 1000)} s, the most a run may take `
+        + `(${stop.calls.toLocaleString('en')} calls of your functions had returned).${restarted} This is not an endless loop: `
+        + 'the machine is too busy, or your code too slow, to finish in time. Close what else is running and run it again, '
+        + 'or make the slow piece faster. The tests before it ran normally; the rest did not run.'
+      : stop
+        ? `No call of your code returned for ${Math.floor(stop.quietMs / 1000)} s, so it was stopped at ${Math.round(stop.afterMs / 1000)} s.${restarted} Look for a loop that never ends`
+          + `${info.stopped === 'terminated' ? ' (or one that catches KeyboardInterrupt)' : ''}. The tests before it ran normally; the rest did not run.`
+        : info.stopped === 'terminated'
+          ? `Your code was still running ${info.limitS} s after the run started, so it was stopped and Python restarted. Your code is untouched; look for a loop that never ends (or one that catches KeyboardInterrupt).`
+          : `Your code was interrupted at the ${info.limitS} s limit. The tests before it ran normally; the rest did not run.`));
   }
 
   root.replaceChildren(

@@ -4,7 +4,8 @@
 //
 // Messages (main -> worker):
 //   {type:'init', interruptBuffer?, lab?}   load the grader, then Pyodide, for this lab
-//   {type:'run', id, source, seed?}          grade source
+//   {type:'run', id, source, seed?, slowCallMs?}  grade source (slowCallMs: tests only, each
+//                                            call of the learner's code made that much slower)
 //   {type:'timeout-report', id, message}     a report for a run stopped at the limit
 //                                            (needs only the grader, not Pyodide)
 // Messages (worker -> main):
@@ -12,12 +13,16 @@
 //   {type:'ready', lab, ms, boot, why?}      Pyodide and the grader are loaded; boot says how:
 //                                            'snapshot' (restored) or 'boot' (why: no snapshot)
 //   {type:'snapshot', stored, bytes?, ms?, error?}  after a boot: the snapshot made and stored
+//   {type:'run-progress', id, calls, busyMs, ms}  during a run, at most every 200 ms while
+//                                            the learner's calls return (runner.js withProgress):
+//                                            the page tells a slow run from a stuck one by it
 //   {type:'report', id, report, ms}
 //   {type:'failed', text}                    loading failed (the page says so)
 import bridgeSource from './bridge.py';
 import { createEngine } from './engine.mjs';
 import { loadLabGrader } from './grader_module.js';
 import { checkMark, findSnapshot, markSnapshot, SNAPSHOT_IMPORTS, storeSnapshot } from './snapshot.js';
+import { withProgress } from './runner.js';
 
 const here = (p) => new URL(p, import.meta.url).href;
 const post = (m) => self.postMessage(m);
@@ -29,6 +34,7 @@ let graderReady = null; // Promise<Grader module>, for timeout reports before Py
 let engineReady = null; // Promise<engine>
 
 let Grader = null; // the class from this lab's grader module (pkg/labs/ID/)
+let current = null; // the run under way: {id, slowCallMs}
 
 async function loadGrader() {
   ({ Grader } = await loadLabGrader(labId, import.meta.url));
@@ -99,7 +105,11 @@ async function engineOn(pyodide) {
   pyodide.setInterruptBuffer(interruptBuffer || undefined);
   post({ type: 'progress', text: 'Starting the grader…' });
   await graderReady;
-  return createEngine({ pyodide, Grader, bridgeSource, labId });
+  // Every call of the learner's code counted: the page stops a run that makes no
+  // progress, and lets a slow one that does go on (runner.js).
+  const Counted = withProgress(Grader, (p) => { if (current) post({ type: 'run-progress', id: current.id, ...p }); },
+    { slowCallMs: () => current?.slowCallMs ?? 0 });
+  return createEngine({ pyodide, Grader: Counted, bridgeSource, labId });
 }
 
 /** Restores the stored snapshot; null, saying why, when there is none or it fails. */
@@ -170,16 +180,19 @@ async function start(msg) {
   engineReady.catch((e) => post({ type: 'failed', text: `Python could not be loaded: ${e && e.message || e}` }));
 }
 
-async function run({ id, source, seed }) {
+async function run({ id, source, seed, slowCallMs }) {
   const engine = await engineReady;
   // A stale interrupt (one that arrived after the last run ended) must not stop this one.
   if (interruptBuffer) interruptBuffer[0] = 0;
   const t0 = performance.now();
   let report;
+  current = { id, slowCallMs: Number.isFinite(slowCallMs) && slowCallMs > 0 ? slowCallMs : 0 };
   try {
     report = engine.run(source, { seed });
   } catch (e) {
     report = engine.errorReport(`The page could not grade this run: ${e && e.message || e}`, seed);
+  } finally {
+    current = null;
   }
   if (interruptBuffer) interruptBuffer[0] = 0;
   post({ type: 'report', id, report, ms: Math.round(performance.now() - t0) });

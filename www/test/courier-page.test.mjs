@@ -1,6 +1,7 @@
 // The courier lab in the page (dist/ in Debian's Chromium, ?lab=courier): the
 // reference passes every test including the chaos and fairness runs, within the
-// lab's 20 s limit; the starter fails readably, and the system runs' tables show.
+// lab's 20 s limit (not stopped: a run stops when it makes no progress, runner.js); the
+// starter fails readably, and the system runs' tables show.
 // Run: node --test test/courier-page.test.mjs   (builds dist/ first; needs www/pkg)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -52,9 +53,12 @@ test('the reference passes every test in the browser, chaos and fairness include
   const report = await run(REFERENCE);
   const failed = report.tests.filter((t) => t.status !== 'pass').map((t) => `${t.name}: ${t.message}`);
   assert.deepEqual(failed, []);
-  const ms = await page.evaluate(() => window.deliveryLab.lastRun.ms);
+  const { ms, stopped } = await page.evaluate(() => window.deliveryLab.lastRun);
   console.log(`courier full run in the page's worker: ${ms} ms`);
-  assert.ok(ms < 20_000, `${ms} ms`);
+  // Not a race with the clock: the page stops a run that makes no progress, and a
+  // loaded machine's slow run that does is not stopped (src/runner.js; measured here:
+  // 4.7 s idle, 17.8 s beside a real run and its tests).
+  assert.equal(stopped, null, `stopped after ${ms} ms`);
   const chaos = page.locator('[data-test^="chaos run"]');
   assert.equal(await chaos.getAttribute('data-status'), 'pass');
   // Pictures: the chaos rows as a table, the fairness run as bars with the limit line.

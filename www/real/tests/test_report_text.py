@@ -25,9 +25,13 @@ def test_a_learners_huge_state_and_owner_reach_the_report_cut(cluster):
         c.execute("TRUNCATE actions, stores, outbox, webhook_events")
         c.execute("INSERT INTO actions (id, store, phone, body, created_ms, state, owner, epoch, lease_until_ms)"
                   " VALUES (7, 'shop-1', '+1', 'hi', 0, %s, %s, 3, 1234)", ("s" * (cap + 1), "o" * 1_000_000))
-    the_run = types.SimpleNamespace(cluster=cluster, t0=time.monotonic())
+    the_run = types.SimpleNamespace(cluster=cluster, t0=time.monotonic(), _admin=None)  # Run.admin's connection
     the_run.admin = lambda default, work: run.Run.admin(the_run, default, work)
-    seen = run.Run.action_now(the_run, {"action": 7, "epoch": 2})
+    try:
+        seen = run.Run.action_now(the_run, {"action": 7, "epoch": 2})
+    finally:
+        if the_run._admin is not None:
+            the_run._admin.close()
     cut = f"... [cut at {cap} characters]"
     assert seen["state"] == "s" * cap + cut
     assert seen["owner"] == "o" * cap + cut

@@ -156,6 +156,25 @@ def test_the_reference_passes_five_runs_in_a_row():
     assert not procs.stdout.strip(), f"the runs left processes: {procs.stdout}"
 
 
+# --freezes 2, the default, which no test here ran before: the run armed a new set
+# of holds on every pass of its loop while one was armed, and never let the old ones
+# go, so after the crash nearly every action's first answer was held past the
+# client's 1 s timeout (the full run's last two thirds went five times slower), and
+# a freeze then waited longer than it would for a taker (chaos.gave_up). The
+# provider counts the holds that waited for their request at once.
+TWO_FREEZES = ["--actions", "300", "--kills", "12", "--workers", "4", "--freezes", "2", "--seed", "21", *LEASE]
+
+
+def test_two_freezes_arm_one_set_of_holds_at_a_time_and_each_makes_a_zombie():
+    r = real(REFERENCE, *TWO_FREEZES, "--format", "json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    chaos = json.loads(r.stdout.strip().splitlines()[-1])["chaos"]
+    assert chaos["holds"]["most_armed"] <= 4, chaos["holds"]   # run.py HOLDS_ARMED
+    # A held answer is a freeze tried: a few, not one per action.
+    assert chaos["holds"]["answers_held"] <= 12, chaos["holds"]
+    assert chaos["zombies"] == 2 and "gave_up" not in chaos, {k: v for k, v in chaos.items() if k != "rows"}
+
+
 @pytest.mark.parametrize("args, says", [
     (["/nonexistent.py"], "no file"),
     ([REFERENCE, "--actions", "0"], "--actions must be at least 1"),
