@@ -169,6 +169,14 @@ pub enum LearnerError {
     Timeout { limit_s: f64 },
     /// The host could not run the code at all (it says why).
     Host { message: String },
+    /// A lab's trusted side refused what the call did, whatever the code answered:
+    /// `rule` is the lab's id of the rule (the courier store's `open-transaction`,
+    /// `sqlite-only`), `message` the learner's sentence naming `function`.
+    Refused {
+        function: String,
+        rule: String,
+        message: String,
+    },
 }
 
 impl fmt::Display for LearnerError {
@@ -183,7 +191,9 @@ impl fmt::Display for LearnerError {
                 f,
                 "Stopped: the tests ran longer than the {limit_s} s limit. Look for a loop that never ends."
             ),
-            LearnerError::Host { message } => write!(f, "{message}"),
+            LearnerError::Host { message } | LearnerError::Refused { message, .. } => {
+                write!(f, "{message}")
+            }
         }
     }
 }
@@ -349,6 +359,11 @@ impl LearnerError {
                     .ok_or("a timeout needs `limit_s`")?,
             },
             "host" => LearnerError::Host {
+                message: field("message")?,
+            },
+            "refused" => LearnerError::Refused {
+                function: field("function")?,
+                rule: field("rule")?,
                 message: field("message")?,
             },
             other => return Err(format!("unknown error kind `{other}`")),

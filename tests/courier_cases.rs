@@ -7,7 +7,7 @@ mod case_format;
 
 use case_format::{Action, CaseError, Expect, Outbox, ProviderCall, Store};
 use delivery_lab::courier::sim::{ActionState, Op, OutboxState, StoreState, Tables};
-use delivery_lab::courier::units::{action, reference_outcome, UnitCase};
+use delivery_lab::courier::units::{action, created, reference_outcome, UnitCase};
 use delivery_lab::courier::{self, cases};
 use delivery_lab::report::TestKind;
 use std::path::Path;
@@ -18,14 +18,18 @@ fn load() -> Vec<case_format::Case> {
 }
 
 fn action_row(a: &Action) -> ActionState {
-    action(
+    let row = action(
         a.id,
         &a.store,
         a.state.as_str(),
         a.owner.as_deref(),
         a.epoch,
         a.lease_until_ms,
-    )
+    );
+    match a.created_ms {
+        Some(ms) => created(row, ms),
+        None => row,
+    }
 }
 
 fn outbox_row(o: &Outbox) -> OutboxState {
@@ -294,4 +298,41 @@ fn malformed_case_files_name_the_file_case_and_field() {
     let e = err("[[case]\nname = 1");
     assert_eq!(e.field, "");
     assert!(e.message.starts_with("not valid TOML"), "{e}");
+}
+
+/// Another worker's write during the call (`interleave`): a correct claim passes
+/// whether the other claim lands between its read and its write (it loses the race)
+/// or only after it (a claim whose transaction held the row wins it); the test
+/// accepts either order, as a real database would produce either.
+#[test]
+fn a_race_passes_whichever_worker_wins_it() {
+    use delivery_lab::courier::reference::RefHost;
+    use delivery_lab::courier::units::run_case;
+    use delivery_lab::report::TestStatus;
+    let engine = cases();
+    let found = engine.iter().find(|c| c.script.interleave.is_some());
+    // The one such case is hidden: a build without them has none.
+    assert_eq!(found.is_some(), cfg!(feature = "hidden"));
+    let Some(c) = found else {
+        return;
+    };
+    for after_statement in [1, 2, 99] {
+        let mut script = c.script.clone();
+        script.interleave.as_mut().unwrap().after_statement = after_statement;
+        let case = UnitCase {
+            name: c.name,
+            kind: c.kind,
+            rule: c.rule,
+            setup: c.setup.clone(),
+            call: c.call.clone(),
+            script,
+        };
+        let r = run_case(&mut RefHost::new(None), &case);
+        assert_eq!(
+            r.status,
+            TestStatus::Pass,
+            "{after_statement}: {:?}",
+            r.message
+        );
+    }
 }

@@ -9,6 +9,7 @@ carries it (`LabInfo::bridge_py`).
 import binascii
 import json
 import marshal
+import re
 
 import delivery_lab_bridge as _core
 from delivery_lab_bridge import _Captured, _encode, _Record, _set, _type
@@ -53,6 +54,130 @@ SQL_ERRORS = ("Warning", "Error", "InterfaceError", "DatabaseError", "DataError"
               "NotSupportedError")
 PLAIN_ERRORS = {"TypeError": TypeError, "ValueError": ValueError,
                 "OverflowError": OverflowError, "MemoryError": MemoryError}
+
+
+# ---------------------------------------------------------------------------
+# SQL that runs on both. The same file runs here on SQLite and in the real run
+# (`./lab real`, www/real/labdb.py) on PostgreSQL, which turns `?` into its own
+# placeholder and runs the rest as written. What SQLite alone accepts is refused
+# here, before it runs, with the form both accept: a typed refusal the store
+# records (`CourierStore.refused`), so the call fails by name whatever the code
+# does with the exception. Double-quoted strings, which SQLite alone takes for
+# text, are off on the learners' connections (SQLITE_DBCONFIG_DQS_DML).
+
+# A statement's tokens: strings, quoted names and comments are read whole, so
+# that nothing inside them counts.
+_SQL_TOKEN = re.compile(r"""
+    '(?:[^']|'')*'?                       # a string
+  | "(?:[^"]|"")*"?                       # a quoted name
+  | `[^`]*`?                              # SQLite's `name`
+  | \[[^\]]*\]?                            # SQLite's [name]
+  | --[^\n]* | /\*.*?(?:\*/|$)              # comments
+  | ==|!=|<>|<=|>=|\|\||::                  # operators of two characters
+  | \?[0-9]*                              # ? and SQLite's ?NNN
+  | [:@$][A-Za-z_][A-Za-z0-9_$]*          # SQLite's :name, @name, $name
+  | [A-Za-z_][A-Za-z0-9_$]*               # a word
+  | [0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)? | \.[0-9]+
+  | \S
+""", re.VERBOSE | re.DOTALL)
+
+_IGNORE_FORM = "INSERT ... ON CONFLICT DO NOTHING"
+_UPSERT_FORM = "INSERT ... ON CONFLICT (column) DO UPDATE SET column = excluded.column"
+# SQLite's own functions, which PostgreSQL does not have, and what to write instead.
+_SQLITE_FUNCTIONS = {
+    "IFNULL": "COALESCE(a, b)",
+    "IIF": "CASE WHEN ... THEN ... ELSE ... END",
+    "DATETIME": "now_ms (the lab's clock) and numbers of ms",
+    "JULIANDAY": "now_ms (the lab's clock) and numbers of ms",
+    "STRFTIME": "now_ms (the lab's clock) and numbers of ms",
+    "UNIXEPOCH": "now_ms (the lab's clock) and numbers of ms",
+    "GROUP_CONCAT": "one row per value, joined in Python",
+    "TOTAL": "COALESCE(SUM(x), 0)",
+    "LAST_INSERT_ROWID": "INSERT ... RETURNING column",
+    "CHANGES": "the cursor's rowcount",
+    "TOTAL_CHANGES": "the cursor's rowcount",
+    "GLOB": "LIKE",
+}
+_IS_OK = {"NULL", "NOT", "DISTINCT", "TRUE", "FALSE"}
+_SQLITE_ONLY_CACHE = {}
+_SQLITE_ONLY_CACHE_CAP = 4096
+
+
+def sqlite_only(sql):
+    """None when PostgreSQL takes the statement as SQLite does, else (what SQLite
+    alone accepts, the form both accept). Statements repeat: the answer is kept."""
+    hit = _SQLITE_ONLY_CACHE.get(sql, False)
+    if hit is not False:
+        return hit
+    found = _sqlite_only(sql)
+    if len(_SQLITE_ONLY_CACHE) < _SQLITE_ONLY_CACHE_CAP:
+        _SQLITE_ONLY_CACHE[sql] = found
+    return found
+
+
+def _sqlite_only(sql):
+    toks = [t for t in _SQL_TOKEN.findall(sql) if not t.startswith(("'", '"', "--", "/*"))]
+    words = [t.upper() for t in toks]
+    n = len(words)
+
+    def at(i):
+        return words[i] if i < n else ""
+
+    depth = 0
+    limit_depth = None   # the depth of a LIMIT whose comma we look for
+    for i, (t, w) in enumerate(zip(toks, words)):
+        c = t[0]
+        if c == "`" or c == "[":
+            return (f"the quoted name {t}", 'a name as it is, or in double quotes: "name"')
+        if c == "?" and len(t) > 1 or c in ":@$" and t != "::":
+            return (f"the parameter {t}", "? parameters, given in order")
+        if t == "==":
+            return ("==", "=")
+        if t == "(":
+            depth += 1
+        elif t == ")":
+            depth -= 1
+            if limit_depth is not None and depth < limit_depth:
+                limit_depth = None
+        elif t == ",":
+            if limit_depth == depth:
+                return ("LIMIT offset, count", "LIMIT count OFFSET offset")
+        elif w == "REPLACE" and i == 0:
+            return ("REPLACE INTO", _UPSERT_FORM)
+        elif w in ("INSERT", "UPDATE") and at(i + 1) == "OR":
+            what = f"{w} OR {at(i + 2)}"
+            if w == "UPDATE":
+                return (what, "a plain UPDATE")
+            return (what, _IGNORE_FORM if at(i + 2) == "IGNORE" else
+                    _UPSERT_FORM if at(i + 2) == "REPLACE" else "a plain INSERT")
+        elif w == "CONFLICT" and at(i + 1) == "DO" and at(i + 2) == "UPDATE":
+            return ("ON CONFLICT DO UPDATE with no conflict target", _UPSERT_FORM)
+        elif w == "BEGIN" and at(i + 1) in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE"):
+            return (f"BEGIN {at(i + 1)}",
+                    "no BEGIN at all: the first INSERT, UPDATE or DELETE opens the transaction, "
+                    "db.commit() or db.rollback() ends it")
+        elif w == "IS" and (at(i + 1) not in _IS_OK or
+                            at(i + 1) == "NOT" and at(i + 2) not in _IS_OK - {"NOT"}):
+            return ("IS between two values", "= (and IS NULL, IS NOT NULL for NULL)")
+        elif w in ("ROWID", "_ROWID_", "OID"):
+            return (t, "the table's own key column (actions.id, outbox.action_id)")
+        elif w == "LIMIT":
+            limit_depth = depth
+        elif w in ("MAX", "MIN") and at(i + 1) == "(":
+            # Two or more arguments: SQLite's scalar max/min (GREATEST/LEAST elsewhere).
+            d = 0
+            for u in toks[i + 1:]:
+                d += (u == "(") - (u == ")")
+                if d == 0:
+                    break
+                if d == 1 and u == ",":
+                    return (f"{w.lower()}(a, b) of two values",
+                            f"CASE WHEN a {'>' if w == 'MAX' else '<'}= b THEN a ELSE b END")
+        elif w in _SQLITE_FUNCTIONS and (at(i + 1) == "(" or w == "GLOB"):
+            return (f"{w.lower()}()" if w != "GLOB" else "GLOB", _SQLITE_FUNCTIONS[w])
+        elif w == "REGEXP":
+            return ("REGEXP", "LIKE")
+    return None
 
 
 class WorkerKilled(BaseException):
@@ -141,6 +266,8 @@ class CourierStore:
         self.admin.commit()
         self.conns = {}
         self.guards = {}
+        # worker -> (what, the portable form): SQLite-only SQL of its current call.
+        self.refused = {}
         self.cfg = cfg
         self.cfg_json = json.dumps(cfg)
 
@@ -161,11 +288,16 @@ class CourierStore:
             g = self.guards[worker] = _Guard(sqlite3)
             c.set_authorizer(g.authorize)
             c.set_progress_handler(g.progress, PROGRESS_EVERY)
+            dqs = getattr(sqlite3, "SQLITE_DBCONFIG_DQS_DML", None)
+            if dqs is not None:
+                # "text" is a name, as in PostgreSQL: a string is 'text'.
+                c.setconfig(dqs, False)
         return c
 
     def drop(self, worker):
         c = self.conns.pop(worker, None)
         self.guards.pop(worker, None)
+        self.refused.pop(worker, None)
         if c is not None:
             c.rollback()
             c.close()
@@ -182,6 +314,13 @@ class CourierStore:
         """None to go on, or the result the statement ends with."""
         verdict = world.statement(conn.in_transaction)
         if verdict == "go":
+            return None
+        if verdict[:1] == "[":
+            # A unit case's other worker: its statements commit here, on a
+            # connection of their own, before this one runs (step_world.rs).
+            for other_sql, other_params in json.loads(verdict):
+                self.admin.execute(other_sql, other_params)
+            self.admin.commit()
             return None
         conn.rollback()
         if verdict == "kill":
@@ -204,6 +343,12 @@ class CourierStore:
         if kind == "commit" and not conn.in_transaction:
             # Nothing to commit is not a statement: no fault lands on it.
             return DONE
+        if kind in ("execute", "executemany") and type(sql) is str:
+            found = sqlite_only(sql)
+            if found is not None:
+                # Not run, and not a fault point: the call fails by name at its end.
+                self.refused.setdefault(worker, found)
+                return (("NotSupportedError", _sqlite_only_text(*found)),) + NOTHING
         ended = self._fault(conn, world)
         if ended is not None:
             return ended
@@ -269,16 +414,27 @@ class CourierStore:
     def lookup(self, worker, key, world):
         return self._provider(worker, world.lookup(key))
 
-    def end(self, worker, piece):
-        """After a piece: None, or the error it ends with when it left a
-        transaction open (rolled back here)."""
+    def end(self, worker, piece, raised=False):
+        """After a piece: None, or the typed error it ends with, whatever its code
+        answered: it ran SQL that only SQLite accepts, or it returned with its
+        transaction open. A transaction left open is rolled back here, after a
+        raise too (the raise is then the call's error), so that no later call on
+        the connection commits what this one left."""
+        found = self.refused.pop(worker, None)
         c = self.conns.get(worker)
-        if c is None or not c.in_transaction:
-            return None
-        c.rollback()
-        return json.dumps({"error": {"kind": "exception", "message":
-            f"{piece} returned with a transaction still open; it was rolled back. "
-            "Commit (or roll back) before a step returns."}})
+        left_open = c is not None and c.in_transaction
+        if left_open:
+            c.rollback()
+        if found is not None:
+            return _refused(piece, "sqlite-only", f"{piece}: {_sqlite_only_text(*found)}")
+        if left_open and not raised:
+            return _refused(piece, "open-transaction",
+                f"{piece} returned with its transaction still open, so the lab rolled it back: "
+                "nothing it wrote after its last commit is kept. End every transaction with "
+                "db.commit() or db.rollback() before the function returns, on every path "
+                "(a duplicate, a fence that fails, nothing to do), as \"How your code runs\" "
+                "in the lab says.")
+        return None
 
     def dump(self):
         a = self.admin
@@ -312,6 +468,17 @@ class CourierStore:
             (r["action_id"], r["idem_key"], r["attempts"], r["status"], r["message_id"],
              r["events_applied"]) for r in t["outbox"]])
         a.executemany("INSERT INTO webhook_events VALUES (?)", [(e,) for e in t["webhook_events"]])
+
+
+def _sqlite_only_text(what, portable):
+    return (f"{what} is SQL that only SQLite accepts; the real run (./lab real) uses "
+            f"PostgreSQL, which refuses it or reads it otherwise. Write {portable}: "
+            "both run that (the lab's \"SQL that runs on both\").")
+
+
+def _refused(piece, rule, message):
+    return json.dumps({"error": {"kind": "refused", "function": piece, "rule": rule,
+                                 "message": message}})
 
 
 # The grader's own operations on the run's database (`__courier_reset` and the
@@ -395,17 +562,58 @@ class _World:
         return self.op("lookup", key)
 
 
+# A statement's text crosses from a sandbox once: the sandbox numbers each text it
+# sends (up to SQL_KEPT of them, each at most SQL_KEPT_CHARS long) and sends the
+# same text again as SQL_REF, its number and its CRC-32, which the store checks
+# against what it kept. The texts repeat (a run sends about 75,000 statements of a
+# few dozen texts), and were most of what a run sent the grading thread. A number
+# the store does not hold, or whose CRC differs, is an error in the learner's code,
+# never another statement. A text that starts with SQL_REF is sent as SQL_RAW + it.
+SQL_REF = "\x00"
+SQL_RAW = "\x00!"
+SQL_KEPT = 1024
+SQL_KEPT_CHARS = 8_000
+
+
+def _keeps(text, kept):
+    return len(kept) < SQL_KEPT and len(text) <= SQL_KEPT_CHARS and not text.startswith(SQL_REF)
+
+
+_sql_kept = []       # the store's side: (text, crc) by number, as a sandbox sent them
+_sql_sent = {}       # a sandbox's side: text -> what it sends for it again
+
+
+def _sql_text(wire):
+    """The statement a sandbox means by `wire`, or None (a reference that holds none)."""
+    if wire.startswith(SQL_RAW):
+        return wire[len(SQL_RAW):]
+    if wire.startswith(SQL_REF):
+        n, _, crc = wire[len(SQL_REF):].partition(":")
+        if not (n.isdigit() and crc.isdigit() and len(n) < 8 and int(n) < len(_sql_kept)):
+            return None
+        text, kept_crc = _sql_kept[int(n)]
+        return text if str(kept_crc) == crc else None
+    if _keeps(wire, _sql_kept):
+        _sql_kept.append((wire, binascii.crc32(wire.encode("utf-8", "surrogatepass"))))
+    return wire
+
+
 def store_sql(kind, sql, params_json):
     """The result as marshal's bytes in base64 text: it goes to the sandbox, which
     reads it with marshal (the sandbox is the untrusted side, never the store)."""
     worker, _, world = _store_call
+    text = _sql_text(sql)
     try:
         params = _loads(params_json)
+        arrived = text is not None
     except ValueError:
-        result = (("ProgrammingError", "the statement's parameters did not arrive"),) + NOTHING \
+        arrived = False
+    if not arrived:
+        what = "statement" if text is None else "statement's parameters"
+        result = (("ProgrammingError", f"the {what} did not arrive"),) + NOTHING \
             + (_store.conn(worker).in_transaction,)
     else:
-        result = _store.sql(worker, kind, sql, params, world)
+        result = _store.sql(worker, kind, text, params, world)
     return binascii.b2a_base64(marshal.dumps(result), newline=False).decode("ascii")
 
 
@@ -419,12 +627,15 @@ def store_lookup(key):
     return _store.lookup(worker, key, world)
 
 
-def store_end():
-    """The call returned: the open-transaction error, or None."""
+def store_end(answer=None):
+    """The call ended with `answer` (the sandbox's JSON text): the store's typed
+    error for it (CourierStore.end), or None. Whether it raised is the sandbox's
+    word; either way a transaction left open is rolled back and the call fails."""
     global _store_call
     worker, piece, _ = _store_call
     _store_call = None
-    return _store.end(worker, piece)
+    raised = isinstance(answer, str) and not answer.startswith('{"ok":')
+    return _store.end(worker, piece, raised)
 
 
 # Parameters as JSON (the store parses what a sandbox sends with nothing more
@@ -511,7 +722,16 @@ class _RemotePort:
 
     def sql(self, kind, sql, params):
         self.live("db")
-        return marshal.loads(binascii.a2b_base64(self._op("sql", kind, sql or "", _dumps(params))))
+        text = str.__str__(sql) if sql else ""
+        wire = _sql_sent.get(text)
+        if wire is None:
+            wire = SQL_RAW + text if text.startswith(SQL_REF) else text
+        answer = self._op("sql", kind, wire, _dumps(params))
+        if wire is text and _keeps(text, _sql_sent):
+            # The store kept it as it answered: the next time, its number.
+            crc = binascii.crc32(text.encode("utf-8", "surrogatepass"))
+            _sql_sent[text] = f"{SQL_REF}{len(_sql_sent)}:{crc}"
+        return marshal.loads(binascii.a2b_base64(answer))
 
     def send(self, key, phone, body):
         self.live("provider")
@@ -795,13 +1015,22 @@ def call(fn_name, fn, a, live):
     else:
         e = a["event"]
         args = (db, Event(e["event_id"], e["key"], e["message_id"], e["status"]))
+    local = not _core.remote_store()
     try:
         with _Captured():
             value = fn(*args)
     except WorkerKilled:
         return '{"ok":{"type":"none"}}'
-    if not _core.remote_store():
-        left_open = _store.end(worker, piece)
-        if left_open is not None:
-            return left_open
+    except Exception:
+        # A crash: its exception is the call's error, unless the store refused
+        # something of the call; what it left open is rolled back either way.
+        if local:
+            refused = _store.end(worker, piece, raised=True)
+            if refused is not None:
+                return refused
+        raise
+    if local:
+        refused = _store.end(worker, piece)
+        if refused is not None:
+            return refused
     return '{"ok":' + _encode(value) + '}'

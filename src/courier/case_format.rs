@@ -63,6 +63,7 @@ struct CaseSpec {
     world: World,
     #[serde(default)]
     all_or_nothing: bool,
+    interleave: Option<Interleave>,
     expect: Option<Expect>,
 }
 
@@ -127,6 +128,8 @@ pub struct Action {
     pub epoch: i64,
     #[serde(default)]
     pub lease_until_ms: u64,
+    /// Absent: `id * 10` (created in id order).
+    pub created_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +248,28 @@ pub struct World {
     pub db_down: bool,
 }
 
+/// Real concurrency (`step_world::Interleave`): another worker's write commits on a
+/// connection of its own while the call runs, once the caller has run
+/// `after_statement` statements, at its first statement from then on with no
+/// transaction open (else right after the call).
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Interleave {
+    pub after_statement: usize,
+    pub claim: OtherClaim,
+}
+
+/// Another worker's claim of `action_id`: a compare-and-set on the epoch it read
+/// (`epoch`), at `now_ms` (`step_world::OtherClaim`).
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OtherClaim {
+    pub worker: String,
+    pub action_id: u64,
+    pub epoch: i64,
+    pub now_ms: u64,
+}
+
 // ---- Expectations: checked against the reference by the tests, not compiled in ------
 
 /// What the reference does in the case. Exactly one of `returns`, `raises` and
@@ -308,6 +333,7 @@ pub struct Case {
     pub provider: Provider,
     pub world: World,
     pub all_or_nothing: bool,
+    pub interleave: Option<Interleave>,
     pub expect: Expect,
 }
 
@@ -346,6 +372,7 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
                 provider: c.provider,
                 world: c.world,
                 all_or_nothing: c.all_or_nothing,
+                interleave: c.interleave,
                 expect: c.expect.unwrap_or_default(),
             };
             check(&case).map_err(|(field, message)| case.error(&field, message))?;
@@ -394,6 +421,26 @@ fn check(c: &Case) -> Result<(), (String, String)> {
             "expect.killed",
             "nothing in the case's world kills the worker",
         );
+    }
+    if let Some(i) = &c.interleave {
+        if c.all_or_nothing || c.world.kill_after_send || c.world.db_down {
+            return fail(
+                "interleave",
+                "another worker's write goes with a world where nothing else fails: no all_or_nothing, kill_after_send or db_down",
+            );
+        }
+        if i.after_statement == 0 {
+            return fail(
+                "interleave.after_statement",
+                "at least 1: the other write lands between two of the call's statements",
+            );
+        }
+        if !c.actions.iter().any(|a| a.id == i.claim.action_id) {
+            return fail(
+                "interleave.claim.action_id",
+                "name a row of the case's actions",
+            );
+        }
     }
     for (i, a) in e.actions.iter().enumerate() {
         if !c.actions.iter().any(|b| b.id == a.id) {

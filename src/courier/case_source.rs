@@ -34,7 +34,7 @@ fn rust_source(cases: &[case_format::Case]) -> String {
             .actions
             .iter()
             .map(|a| {
-                format!(
+                let row = format!(
                     "action({}, {:?}, {:?}, {:?}, {}, {})",
                     a.id,
                     a.store,
@@ -42,7 +42,11 @@ fn rust_source(cases: &[case_format::Case]) -> String {
                     a.owner.as_deref(),
                     a.epoch,
                     a.lease_until_ms
-                )
+                );
+                match a.created_ms {
+                    Some(ms) => format!("crate::courier::units::created({row}, {ms})"),
+                    None => row,
+                }
             })
             .collect();
         let stores: Vec<String> = c
@@ -125,9 +129,15 @@ fn rust_source(cases: &[case_format::Case]) -> String {
                 LookupAnswer::Timeout => "LookupAnswer::Timeout".into(),
             })
             .collect();
+        let interleave = c.interleave.as_ref().map_or("None".into(), |i| {
+            format!(
+                "Some(crate::courier::step_world::Interleave {{ after_statement: {}, claim: crate::courier::step_world::OtherClaim {{ worker: {:?}.into(), action_id: {}, epoch: {}, now_ms: {} }} }})",
+                i.after_statement, i.claim.worker, i.claim.action_id, i.claim.epoch, i.claim.now_ms
+            )
+        });
         writeln!(
             out,
-            "        UnitCase {{\n            name: {:?},\n            kind: TestKind::{kind},\n            rule: Rule::{:?},\n            setup: Tables {{\n                actions: vec![{}],\n                stores: vec![{}],\n                outbox: vec![{}],\n                webhook_events: vec![{}],\n            }},\n            call: {call},\n            script: Script {{\n                kill_at_statement: None,\n                kill_after_send: {},\n                db_down: {},\n                sends: vec![{}],\n                lookups: vec![{}],\n                all_or_nothing: {},\n            }},\n        }},",
+            "        UnitCase {{\n            name: {:?},\n            kind: TestKind::{kind},\n            rule: Rule::{:?},\n            setup: Tables {{\n                actions: vec![{}],\n                stores: vec![{}],\n                outbox: vec![{}],\n                webhook_events: vec![{}],\n            }},\n            call: {call},\n            script: Script {{\n                kill_at_statement: None,\n                kill_after_send: {},\n                db_down: {},\n                sends: vec![{}],\n                lookups: vec![{}],\n                all_or_nothing: {},\n                interleave: {interleave},\n            }},\n        }},",
             c.name,
             c.rule,
             actions.join(", "),

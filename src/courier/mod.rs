@@ -20,6 +20,7 @@ pub mod step_world;
 pub mod provider_wasm;
 pub mod tables;
 pub mod units;
+pub mod variant;
 
 use crate::lab::{HiddenInputs, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{
@@ -117,8 +118,9 @@ static INFO: LabInfo = LabInfo {
             tests: &[CHAOS_TEST],
         },
     ],
-    // Its scripted worlds and chaos seeds are not drawn per submission yet (issue 28).
-    hidden_variants: false,
+    // Each hidden unit case's tables, call and scripted provider (`variant.rs`); the
+    // chaos and fairness runs are example tests, seeded by the run's seed.
+    hidden_variants: true,
 };
 
 pub const CHAOS_TEST: &str = "chaos run: 2,000 actions, 200 kills, a database restart";
@@ -156,17 +158,15 @@ impl Lab for Courier {
             .collect()
     }
 
-    /// Its hidden inputs are fixed (`INFO.hidden_variants` is false): the hosts ask
-    /// for no variant of this lab.
     fn grade(
         &self,
         host: &mut dyn LearnerHost,
         seed: u64,
-        _hidden: HiddenInputs,
+        hidden: HiddenInputs,
         audience: Audience,
         mode: RunMode,
     ) -> Report {
-        grade_with(&mut learner::Learner(host), seed, audience, mode)
+        grade_run(&mut learner::Learner(host), seed, hidden, audience, mode)
     }
 }
 
@@ -348,7 +348,22 @@ pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
 
 /// `grade`, in a given mode (`RunMode::Verdict` stops at the first failed test).
 pub fn grade_with(host: &mut dyn Host, seed: u64, audience: Audience, mode: RunMode) -> Report {
-    let (examples, hidden): (Vec<_>, Vec<_>) = cases()
+    grade_run(host, seed, HiddenInputs::Fixed, audience, mode)
+}
+
+/// `grade_with`, with the hidden unit cases' inputs `hidden` says (`variant.rs`).
+pub fn grade_run(
+    host: &mut dyn Host,
+    seed: u64,
+    hidden: HiddenInputs,
+    audience: Audience,
+    mode: RunMode,
+) -> Report {
+    let cases = match hidden {
+        HiddenInputs::Fixed => cases(),
+        HiddenInputs::Variant(v) => variant::vary_all(cases(), v),
+    };
+    let (examples, hidden): (Vec<_>, Vec<_>) = cases
         .into_iter()
         .partition(|c| c.kind == TestKind::Example);
     let mut limit = TimeLimit::new(mode);

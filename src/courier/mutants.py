@@ -365,6 +365,198 @@ MUTANTS = [
         ],
         "caught_by": "merge keeps delivered when a late failed comes",
     },
+    {
+        "name": "claim-lease-ends-now-live",
+        "mistake": "claim takes over a lease only once it has ended before now_ms "
+        "(lease_until_ms < now_ms), so a lease that ends exactly now is left alone.",
+        "replace": [
+            (
+                "OR (a.state = 'claimed' AND a.lease_until_ms <= ?))",
+                "OR (a.state = 'claimed' AND a.lease_until_ms < ?))",
+            ),
+            (
+                "OR (state = 'claimed' AND lease_until_ms <= ?))",
+                "OR (state = 'claimed' AND lease_until_ms < ?))",
+            ),
+        ],
+        "caught_by": "claim takes over a lease that ends exactly now",
+    },
+    {
+        "name": "cap-counts-lease-ending-now",
+        "mistake": "The in-flight count takes a lease that ends exactly now as "
+        "live (lease_until_ms >= now_ms).",
+        "replace": [
+            (
+                "WHERE state = 'claimed' AND lease_until_ms > ?\n",
+                "WHERE state = 'claimed' AND lease_until_ms >= ?\n",
+            ),
+        ],
+        "caught_by": "claim does not count a lease that ends exactly now toward "
+        "the in-flight cap",
+    },
+    {
+        "name": "claim-oldest-created",
+        "mistake": "In the chosen store, claim takes the action created first "
+        "instead of the one with the smallest id.",
+        "replace": [
+            (
+                "ORDER BY COALESCE(s.last_served_ms, 0), a.store, a.id\n",
+                "ORDER BY COALESCE(s.last_served_ms, 0), a.store, a.created_ms\n",
+            ),
+        ],
+        "caught_by": "claim takes the smallest id, whatever the order of creation",
+    },
+    {
+        "name": "claim-lost-race-left-open",
+        "mistake": "A claim whose compare-and-set matched nothing (another worker "
+        "claimed the action since the SELECT) returns None with its transaction "
+        "still open.",
+        "replace": [
+            (
+                "        if cur.rowcount != 1:\n"
+                "            db.rollback()\n"
+                "            return None  # lost a race: the next step tries again\n",
+                "        if cur.rowcount != 1:\n"
+                "            return None  # lost a race: the next step tries again\n",
+            ),
+        ],
+        "caught_by": "a claim that loses a race to another worker changes nothing "
+        "and ends its transaction",
+    },
+    {
+        "name": "claim-without-compare-and-set",
+        "mistake": "claim updates the action it read by id alone, so a worker that "
+        "lost the race overwrites the winner's claim.",
+        "replace": [
+            (
+                "               WHERE id = ? AND epoch = ?\n"
+                "                 AND (state = 'pending'\n"
+                "                      OR (state = 'claimed' AND lease_until_ms <= ?))\"\"\",\n"
+                "            (worker, now_ms + cfg.lease_ms, action_id, seen_epoch, now_ms),\n",
+                "               WHERE id = ?\"\"\",\n"
+                "            (worker, now_ms + cfg.lease_ms, action_id),\n",
+            ),
+        ],
+        "caught_by": "a claim that loses a race to another worker changes nothing "
+        "and ends its transaction",
+    },
+    {
+        "name": "intent-computed-key",
+        "mistake": "write_intent returns the key it computed, not the one an "
+        "earlier owner's row holds.",
+        "replace": [
+            (
+                "        # A previous owner may have written the intent: its row stands.\n"
+                "        (key,) = db.execute(\n"
+                '            "SELECT idem_key FROM outbox WHERE action_id = ?", (action_id,)\n'
+                "        ).fetchone()\n",
+                "",
+            ),
+        ],
+        "caught_by": "write_intent returns the key stored in the outbox, not one it "
+        "makes up",
+    },
+    {
+        "name": "accepted-not-settled",
+        "mistake": "deliver_step settles only on sent, delivered or failed; an "
+        "accepted already recorded is looked up again.",
+        "replace": [
+            (
+                '        if status != "sending":\n',
+                '        if status in ("sent", "delivered", "failed"):\n',
+            ),
+        ],
+        "caught_by": "an 'accepted' already recorded settles without the provider",
+    },
+    {
+        "name": "found-failed-resends",
+        "mistake": "A lookup that finds the message failed is taken as a reason to "
+        "send again, instead of merging failed and settling.",
+        "replace": [
+            (
+                '            if seen["answer"] == "found":\n',
+                '            if seen["answer"] == "found" and seen["status"] != "failed":\n',
+            ),
+            (
+                '            if seen["answer"] != "not-found":\n',
+                '            if seen["answer"] == "timeout":\n',
+            ),
+        ],
+        "caught_by": "a lookup that finds 'failed' settles as failed without sending",
+    },
+    {
+        "name": "merge-forward-only-when-final",
+        "mistake": "merge keeps a final status but otherwise takes whatever is "
+        "reported, so a late accepted moves sent back.",
+        "replace": [
+            (
+                "    if _RANK.get(reported, -1) > _RANK.get(current, -1):\n"
+                "        return reported\n"
+                "    return current\n",
+                "    if _RANK.get(current, -1) == 3:\n"
+                "        return current\n"
+                "    return reported\n",
+            ),
+        ],
+        "caught_by": "merge keeps sent when a late accepted comes",
+    },
+    {
+        "name": "heartbeat-by-owner-and-epoch",
+        "mistake": "heartbeat extends every claim of the worker at that epoch, not "
+        "the action it names, and so revives other leases that ran out.",
+        "replace": [
+            (
+                '            """UPDATE actions SET lease_until_ms = ?\n'
+                "               WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker, epoch),\n"
+                "        )\n"
+                "        if cur.rowcount != 1:\n",
+                '            """UPDATE actions SET lease_until_ms = ?\n'
+                "               WHERE owner = ? AND epoch = ? AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, worker, epoch),\n"
+                "        )\n"
+                "        if cur.rowcount == 0:\n",
+            ),
+        ],
+        "caught_by": "a heartbeat extends only the action it names",
+    },
+    {
+        "name": "heartbeat-refuses-expired",
+        "mistake": "heartbeat refuses a lease that has run out even when nobody "
+        "took the action since.",
+        "replace": [
+            (
+                "               WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker, epoch),\n",
+                "               WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'\n"
+                "                 AND lease_until_ms > ?\"\"\",\n"
+                "            (now_ms + cfg.lease_ms, action_id, worker, epoch, now_ms),\n",
+            ),
+        ],
+        "caught_by": "a heartbeat after the lease ran out still holds while nobody "
+        "took the action",
+    },
+    {
+        "name": "heartbeat-bare-except",
+        "mistake": "heartbeat catches everything with a bare except and returns "
+        "False, so a database restart reads as a lost job (and a kill is "
+        "swallowed).",
+        "replace": [
+            (
+                "        db.commit()\n"
+                "        return True\n"
+                "    except Exception:\n"
+                "        db.rollback()\n"
+                "        raise\n",
+                "        db.commit()\n"
+                "        return True\n"
+                "    except:  # noqa: E722\n"
+                "        db.rollback()\n"
+                "        return False\n",
+            ),
+        ],
+        "caught_by": "a heartbeat during a database restart lets the error escape",
+    },
 ]
 
 

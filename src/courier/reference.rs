@@ -66,6 +66,9 @@ pub struct RefHost {
     events: BTreeSet<String>,
     undo: Vec<Undo>,
     in_tx: bool,
+    /// The world of the call in progress: another worker's write may commit
+    /// between two of its statements (a unit case's `Script::interleave`).
+    step: Option<StepWorld>,
 }
 
 /// A step stopped: killed (the value is never read) or the database failed.
@@ -101,6 +104,13 @@ impl RefHost {
     }
 
     fn stmt(&mut self, f: &mut dyn Faults) -> R<()> {
+        if let Some(other) = self.step.as_ref().and_then(|w| w.interleave_due(self.in_tx)) {
+            // Another worker's claim commits here, with no transaction of ours open.
+            let mut t = self.tables();
+            other.apply(&mut t, self.cfg.lease_ms);
+            self.load_tables(&t)
+                .map_err(|e| Stop(LearnerError::Host { message: e.to_string() }))?;
+        }
         match f.statement(self.in_tx) {
             Fault::Go => Ok(()),
             Fault::Kill => {
@@ -225,6 +235,15 @@ impl RefHost {
             return Ok(Value::None);
         };
         self.write(f)?; // UPDATE actions ... WHERE id = ? AND epoch = ?
+        if !self
+            .actions
+            .get(&id)
+            .is_some_and(|a| a.epoch == epoch && self.claimable(a, now_ms))
+        {
+            // Lost a race: another worker claimed it since the SELECT.
+            self.rollback();
+            return Ok(Value::None);
+        }
         let mut a = self.actions[&id].clone();
         a.state = "claimed";
         a.owner = Some(worker.into());
@@ -482,6 +501,7 @@ impl Host for RefHost {
     }
 
     fn call(&mut self, call: &Call, world: &StepWorld) -> Result<Value, LearnerError> {
+        self.step = Some(world.clone());
         let f: &mut dyn Faults = &mut world.clone();
         let r = match call {
             Call::Claim { worker, now_ms } => self.claim(f, worker, *now_ms),
@@ -511,6 +531,7 @@ impl Host for RefHost {
             } => self.heartbeat(f, *action_id, worker, *epoch, *now_ms),
             Call::Merge { current, reported } => Ok(Value::Str(merge(current, reported))),
         };
+        self.step = None;
         r.map_err(|Stop(e)| e)
     }
 
@@ -523,7 +544,18 @@ impl Host for RefHost {
     }
 
     fn dump(&mut self) -> Result<Tables, RunStop> {
-        Ok(Tables {
+        Ok(self.tables())
+    }
+
+    fn load(&mut self, t: &Tables) -> Result<(), RunStop> {
+        self.load_tables(t)
+    }
+}
+
+impl RefHost {
+    /// Every table's rows.
+    fn tables(&self) -> Tables {
+        Tables {
             actions: self
                 .actions
                 .iter()
@@ -560,10 +592,11 @@ impl Host for RefHost {
                 })
                 .collect(),
             webhook_events: self.events.iter().cloned().collect(),
-        })
+        }
     }
 
-    fn load(&mut self, t: &Tables) -> Result<(), RunStop> {
+    /// Replaces every table's rows.
+    fn load_tables(&mut self, t: &Tables) -> Result<(), RunStop> {
         self.actions.clear();
         self.stores.clear();
         self.outbox.clear();

@@ -115,11 +115,16 @@ fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
         },
         Call::DeliverStep { .. } => match v {
             Value::Tuple(t) if t.len() == 2 => match (&t[0], &t[1]) {
+                // Any finite number of ms above 0, an int or a float (a fraction of a
+                // ms rounds up: the lab clock counts whole ms).
                 (Value::Str(w), Value::Int(ms)) if w == "wait" && *ms > 0 => Ok(Step::Wait(*ms as u64)),
+                (Value::Str(w), Value::Float(ms)) if w == "wait" && ms.is_finite() && *ms > 0.0 => {
+                    Ok(Step::Wait(ms.ceil() as u64))
+                }
                 (Value::Str(d), Value::Str(_)) if d == "done" => Ok(Step::Done),
                 (Value::Str(f), Value::None) if f == "fenced" => Ok(Step::Fenced),
                 _ => Err(format!(
-                    "deliver_step returned {v}; expected (\"wait\", ms > 0), (\"done\", status) or (\"fenced\", None)"
+                    "deliver_step returned {v}; expected (\"wait\", ms) with ms a number above 0, (\"done\", status) or (\"fenced\", None)"
                 )),
             },
             _ => Err(format!("deliver_step returned {v}; expected a tuple of two")),
@@ -158,6 +163,13 @@ struct Chaos<'h> {
 
 const CRASH_MESSAGES_KEPT: usize = 3;
 
+/// The most steps a chaos run takes per action before it stops as failed: the
+/// reference takes about 6 (11,396 for seed 1042's 2,000 actions). Code that keeps
+/// its workers busy without finishing (claims that take each other's jobs, a
+/// webhook that fails at every delivery) would otherwise run until the drain's end,
+/// hundreds of thousands of steps, each a pipe's round trip under `./lab grade`.
+pub const STEPS_PER_ACTION_CAP: u64 = 20;
+
 impl<'h> Chaos<'h> {
     fn at(&mut self, t_ms: u64, ev: Ev) {
         self.seq += 1;
@@ -186,9 +198,22 @@ impl<'h> Chaos<'h> {
             self.kill(w, kind);
             return None;
         }
-        if let Err(LearnerError::Timeout { .. }) = &answer {
-            self.stopped = answer.clone().err().map(RunStop::from);
-            return None;
+        match &answer {
+            Err(LearnerError::Timeout { .. }) => {
+                self.stopped = answer.clone().err().map(RunStop::from);
+                return None;
+            }
+            // The store's verdict on the call (a transaction left open, SQL that
+            // only SQLite takes): the run stops here, naming the call.
+            Err(LearnerError::Refused { message, .. }) => {
+                self.stopped = Some(RunStop::Failed(format!(
+                    "at {} ms of lab time, `{}`: {message}",
+                    self.now_ms,
+                    super::units::call_text(&call)
+                )));
+                return None;
+            }
+            _ => {}
         }
         let checked = answer
             .map_err(|e| e.to_string())
@@ -433,6 +458,12 @@ impl<'h> Chaos<'h> {
                     self.report.taken_from_healthy += 1;
                     self.taken.push(action);
                     let hn = self.workers[h].name();
+                    if self.report.taken_from_healthy == 1 {
+                        if let Some(stop) = self.lease_not_a_time(action, name, &hn) {
+                            self.stopped = Some(stop);
+                            return;
+                        }
+                    }
                     self.log(
                         action,
                         format!("{name} claimed it while {hn} was alive and working on it"),
@@ -456,6 +487,69 @@ impl<'h> Chaos<'h> {
                 self.next_step(w, self.plan.idle_poll_ms);
             }
         }
+    }
+
+    /// At the first job claimed from a healthy worker: whether the claim set a lease
+    /// that is not `now_ms + cfg.lease_ms` (a duration, say), which makes every
+    /// claim take the others' jobs once the lab clock passes it. Read once, by the
+    /// trusted side.
+    fn lease_not_a_time(&mut self, action: u64, name: &str, holder: &str) -> Option<RunStop> {
+        let tables = match self.host.dump() {
+            Ok(t) => t,
+            Err(e) => return Some(e),
+        };
+        let lease = tables
+            .actions
+            .iter()
+            .find(|a| a.id == action)?
+            .lease_until_ms;
+        let want = self.now_ms + self.cfg.lease_ms;
+        (lease != want).then(|| {
+            RunStop::Failed(format!(
+                "at {now} ms of lab time, `claim(db, {name:?}, {now}, cfg)` took action {action} from {holder}, which was alive and working on it, and set its lease_until_ms to {lease}. A lease is a time, not a duration: lease_until_ms = now_ms + cfg.lease_ms ({want} here), and it has run out only once lease_until_ms <= now_ms; a lease that ends at a fixed time lets every claim after it take the jobs of live workers.",
+                now = self.now_ms,
+            ))
+        })
+    }
+
+    /// The run has taken more steps than any finishing code needs: it stops, saying
+    /// what it found so far.
+    fn over_budget(&self) -> RunStop {
+        let world = self.world.0.borrow();
+        let per_action = super::provider::per_action(world.provider.log());
+        let sent = (1..=self.plan.actions)
+            .filter(|a| per_action.get(a).is_some_and(|l| l.effects > 0))
+            .count();
+        let mut found = vec![format!(
+            "{sent} of {} actions have had a message",
+            self.plan.actions
+        )];
+        if self.report.taken_from_healthy > 0 {
+            found.push(format!(
+                "{} jobs were claimed from a healthy worker (a live lease, lease_until_ms > now_ms, is not claimable)",
+                self.report.taken_from_healthy
+            ));
+        }
+        if self.report.crashes_db_up > 0 {
+            found.push(format!(
+                "{} steps failed while the database was up (each restarts its worker; a webhook whose handler fails is delivered again){}",
+                self.report.crashes_db_up,
+                self.report
+                    .crash_messages
+                    .first()
+                    .map_or(String::new(), |m| format!(
+                        "; the first: {}",
+                        crate::report::cap_chars(m, 1500)
+                    ))
+            ));
+        }
+        RunStop::Failed(format!(
+            "it took {} steps, more than {} per action (a correct solution takes about 6), and reached {} ms of lab time without finishing: your workers keep working without getting the actions done. So far {}.",
+            self.report.steps,
+            STEPS_PER_ACTION_CAP,
+            self.now_ms,
+            found.join("; ")
+        ))
     }
 
     fn beat(&mut self, w: usize) {
@@ -571,6 +665,9 @@ impl<'h> Chaos<'h> {
             }
             if let Some(why) = self.stopped.take() {
                 return Err(why);
+            }
+            if self.report.steps > STEPS_PER_ACTION_CAP * self.plan.actions {
+                return Err(self.over_budget());
             }
             self.now_ms = t;
             match ev {

@@ -43,6 +43,72 @@ pub struct Script {
     /// Not a world rule: the unit test also kills the call at each of its
     /// statements in turn and checks the tables are left as before or as after.
     pub all_or_nothing: bool,
+    /// Real concurrency: another worker's write commits between two statements of
+    /// the call (on a connection of its own).
+    pub interleave: Option<Interleave>,
+}
+
+/// Another worker's write that commits while the call runs: once the caller has
+/// run `after_statement` statements, at its first statement from then on that finds
+/// its connection with no transaction open (a write the caller holds locked waits
+/// for it, as it would on a real database). If that moment never comes, it commits
+/// right after the call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interleave {
+    pub after_statement: usize,
+    pub claim: OtherClaim,
+}
+
+/// Another worker's claim of one action, a compare-and-set on the epoch it read, as
+/// `claim` makes it: the action claimed at the next epoch with a lease of
+/// `lease_ms`, and its store's `last_served_ms` set to `now_ms`. It changes nothing
+/// when the action moved on from `epoch`, or is not claimable at `now_ms`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OtherClaim {
+    pub worker: String,
+    pub action_id: u64,
+    pub epoch: i64,
+    pub now_ms: u64,
+}
+
+impl OtherClaim {
+    /// The claim on tables (the reference's and the trusted side's view).
+    pub fn apply(&self, t: &mut super::tables::Tables, lease_ms: u64) {
+        let Some(a) = t.actions.iter_mut().find(|a| {
+            a.id == self.action_id
+                && a.epoch == self.epoch
+                && (a.state == "pending"
+                    || (a.state == "claimed" && a.lease_until_ms <= self.now_ms))
+        }) else {
+            return;
+        };
+        a.state = "claimed".into();
+        a.owner = Some(self.worker.clone());
+        a.epoch += 1;
+        a.lease_until_ms = self.now_ms + lease_ms;
+        let store = a.store.clone();
+        if let Some(s) = t.stores.iter_mut().find(|s| s.store == store) {
+            s.last_served_ms = self.now_ms;
+        }
+    }
+
+    /// The same claim as the statements another connection runs and commits (what
+    /// the store is asked to do: `statement`'s answer).
+    pub fn statements(&self, lease_ms: u64) -> String {
+        serde_json::json!([
+            [
+                "UPDATE actions SET state = 'claimed', owner = ?, epoch = epoch + 1, lease_until_ms = ? \
+                 WHERE id = ? AND epoch = ? AND (state = 'pending' OR (state = 'claimed' AND lease_until_ms <= ?))",
+                [self.worker, self.now_ms + lease_ms, self.action_id, self.epoch, self.now_ms]
+            ],
+            [
+                "UPDATE stores SET last_served_ms = ? WHERE store = \
+                 (SELECT store FROM actions WHERE id = ? AND owner = ? AND epoch = ?)",
+                [self.now_ms, self.action_id, self.worker, self.epoch + 1]
+            ]
+        ])
+        .to_string()
+    }
 }
 
 enum Rule {
@@ -73,6 +139,8 @@ pub struct WorldState {
     statements: usize,
     sends: usize,
     lookups: usize,
+    /// The script's interleaved write has committed.
+    interleaved: bool,
 }
 
 /// The handle a host's step reaches the world through.
@@ -96,6 +164,7 @@ impl StepWorld {
             statements: 0,
             sends: 0,
             lookups: 0,
+            interleaved: false,
         })))
     }
 
@@ -164,6 +233,45 @@ impl StepWorld {
         s.statements = 0;
         s.sends = 0;
         s.lookups = 0;
+        s.interleaved = false;
+    }
+
+    /// Asked before a statement: the other worker's claim, when it is to commit now,
+    /// before this statement runs (it is then done).
+    pub fn interleave_due(&self, in_tx: bool) -> Option<OtherClaim> {
+        let mut s = self.0.borrow_mut();
+        let Rule::Script(Script {
+            interleave: Some(i),
+            ..
+        }) = &s.rule
+        else {
+            return None;
+        };
+        if s.interleaved || in_tx || s.killed.is_some() || s.statements < i.after_statement {
+            return None;
+        }
+        let claim = i.claim.clone();
+        s.interleaved = true;
+        Some(claim)
+    }
+
+    /// After the call: the other worker's claim if it has not committed yet (it
+    /// commits now; it is then done).
+    pub fn interleave_left(&self) -> Option<OtherClaim> {
+        let mut s = self.0.borrow_mut();
+        let Rule::Script(Script {
+            interleave: Some(i),
+            ..
+        }) = &s.rule
+        else {
+            return None;
+        };
+        if s.interleaved {
+            return None;
+        }
+        let claim = i.claim.clone();
+        s.interleaved = true;
+        Some(claim)
     }
 
     pub fn killed(&self) -> Option<KillKind> {
@@ -378,7 +486,10 @@ fn lookup_text(a: &LookupAnswer) -> String {
 /// A step's fault points, by name (the registry's `world_ops`): the store asks
 /// before each statement, and the provider's calls, with the attempts the store
 /// read. Answers are text: the fault's name, or JSON of the provider's answer
-/// (`{"answer": "killed"}` when the worker dies with the request).
+/// (`{"answer": "killed"}` when the worker dies with the request). In a unit case
+/// with another worker's write (`Script::interleave`), the statement's answer may be
+/// that write instead of "go": a JSON list of `[sql, params]` the store runs and
+/// commits on a connection of its own before it runs the statement.
 pub const OPS: &[WorldOp] = &[
     WorldOp {
         name: "statement",
@@ -411,14 +522,18 @@ impl LabWorld for StepWorld {
     fn run_op(&self, op: &WorldOp, a: &[OpValue]) -> OpValue {
         let mut world = self.clone();
         match op.name {
-            "statement" => OpValue::Str(
-                match world.statement(a[0].bool()) {
-                    Fault::Go => "go",
-                    Fault::Kill => "kill",
-                    Fault::DbDown => "db-down",
-                }
-                .into(),
-            ),
+            "statement" => {
+                let in_tx = a[0].bool();
+                let other = self.interleave_due(in_tx);
+                OpValue::Str(match (world.statement(in_tx), other) {
+                    (Fault::Go, Some(claim)) => {
+                        claim.statements(super::tables::Config::default().lease_ms)
+                    }
+                    (Fault::Go, None) => "go".into(),
+                    (Fault::Kill, _) => "kill".into(),
+                    (Fault::DbDown, _) => "db-down".into(),
+                })
+            }
             "send" => {
                 let committed = a[3].number().map(|n| n as i64);
                 answer_json(world.send(a[0].str(), a[1].str(), a[2].str(), committed))

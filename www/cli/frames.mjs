@@ -61,7 +61,11 @@ export const SANDBOX_OUT_FD = 4;
  *  (a learner's source is the longest one the coordinator sends). */
 export const FRAME_CAP_BYTES = 1 << 20;
 /** What one submission's sandbox may send in all; an honest courier run sends
- *  about 11 MB (measured: 33,549 calls, 75,661 world operations). */
+ *  about 8 MB (measured: the reference, 21,077 calls, 75,789 world operations;
+ *  each statement's text crosses once, then by its number: src/courier/bridge.py's
+ *  SQL_REF). A wrong solution stays a fail, not a flood: the chaos run stops past
+ *  its budget of steps (src/courier/sim.rs STEPS_PER_ACTION_CAP); a lease written
+ *  as a duration, which used to send more than this cap, sends about 4 MB. */
 export const RUN_CAP_BYTES = 64 << 20;
 /** The most world operations one submission may ask for (an honest courier run:
  *  about 76,000; the time limit usually ends a flood long before). */

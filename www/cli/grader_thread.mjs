@@ -173,8 +173,9 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
           wire.send({ ...frame, db });
           v = answerOps(world, true);
         } finally {
-          // A transaction left open fails the step, whatever the sandbox answered.
-          const open = store.end();
+          // The store's verdict on the call (a transaction left open, SQL only
+          // SQLite takes) fails the step, whatever the sandbox answered.
+          const open = store.end(v);
           if (open) v = open;
         }
         return v;

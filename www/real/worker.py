@@ -62,7 +62,9 @@ def run(solution, db, provider_url, name, clock, cfg):
             kind, value = _shape("deliver_step", ok, step)
             if kind != "wait":
                 break
-            _shape("deliver_step", isinstance(value, int) and not isinstance(value, bool) and value > 0, step)
+            # Any finite number of ms above 0, an int or a float, as in the browser lab.
+            _shape("deliver_step", isinstance(value, (int, float)) and not isinstance(value, bool)
+                   and 0 < value < float("inf"), step)
             time.sleep(min(value, max(1, next_beat - clock.now_ms())) / 1000)
 
 

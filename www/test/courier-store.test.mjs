@@ -120,11 +120,10 @@ for (const remote of [false, true]) {
     // would not fit the channel's 1 MB frame as the grading CLI's store sends them.
     assert.deepEqual(attempt('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 90000) SELECT x, x, x FROM c', '()', remote),
       { raised: 'OperationalError', message: 'this statement answers more than 100000 rows or 600,000 bytes; select fewer' });
-    // A LIKE or GLOB costs pattern times text in one step of SQLite's machine: short patterns only.
-    for (const op of ['LIKE', 'GLOB']) {
-      assert.deepEqual(attempt(`SELECT 'a' ${op} printf('%.200c', 'a')`, '()', remote),
-        { raised: 'OperationalError', message: 'LIKE or GLOB pattern too complex' }, op);
-    }
+    // A LIKE costs pattern times text in one step of SQLite's machine: short patterns
+    // only (GLOB, SQLite's own, is refused before it runs: courier-sql.test.mjs).
+    assert.deepEqual(attempt(`SELECT 'a' LIKE printf('%.200c', 'a')`, '()', remote),
+      { raised: 'OperationalError', message: 'LIKE or GLOB pattern too complex' });
     assert.deepEqual(attempt("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) INSERT INTO webhook_events SELECT printf('%.900d', x) FROM c", '()', remote),
       { raised: 'OperationalError', message: 'database or disk is full' });
   });
@@ -138,7 +137,10 @@ row = db.execute("SELECT ? AS big, ? AS neg_zero, ? AS inf, ? AS blob, ? AS text
 vals = (2 ** 62, -0.0, float("inf"), b"\\x00\\xff", "\\u00e9\\u2603", None)
 row = db.execute("SELECT ?, ?, ?, ?, ?, ?", vals).fetchone()
 same = [type(a) is type(c) and (a == c) and repr(a) == repr(c) for a, c in zip(row, vals)]
-named = db.execute("SELECT :a + :b AS total", {"a": 2, "b": 3}).fetchone()
+try:  # SQLite's own :name parameters are refused (courier-sql.test.mjs)
+    named = db.execute("SELECT :a + :b AS total", {"a": 2, "b": 3}).fetchone()
+except sqlite3.NotSupportedError as e:
+    named = [str(e).split(" is SQL")[0]]
 db.row_factory = sqlite3.Row
 by_name = db.execute("SELECT 7 AS seven, 'x' AS ex").fetchone()
 db.row_factory = lambda cur, r: {d[0]: v for d, v in zip(cur.description, r)}
@@ -147,7 +149,7 @@ db.row_factory = None
 json.dumps({"same": same, "named": list(named), "by_name": [by_name["seven"], by_name["ex"], type(by_name).__name__],
             "as_dict": as_dict, "plain": list(db.execute("SELECT 1, 2").fetchall()[0])})
 `);
-    assert.deepEqual(r, { same: [true, true, true, true, true, true], named: [5], by_name: [7, 'x', 'Row'], as_dict: { one: 1 }, plain: [1, 2] });
+    assert.deepEqual(r, { same: [true, true, true, true, true, true], named: ['the parameter :a'], by_name: [7, 'x', 'Row'], as_dict: { one: 1 }, plain: [1, 2] });
   });
 
   test(`${port}: parameters sqlite3 would refuse are refused the same way`, () => {
@@ -207,8 +209,8 @@ json.dumps({"err": err, "open": b._store.conns["w1"].in_transaction,
             "served": b._store.admin.execute("SELECT last_served_ms FROM stores").fetchone()[0],
             "again": b.store_end()})
 `);
-  assert.equal(r.err.error.kind, 'exception');
-  assert.match(r.err.error.message, /^claim returned with a transaction still open; it was rolled back/);
+  assert.deepEqual([r.err.error.kind, r.err.error.function, r.err.error.rule], ['refused', 'claim', 'open-transaction']);
+  assert.match(r.err.error.message, /^claim returned with its transaction still open, so the lab rolled it back/);
   assert.deepEqual({ ...r, err: null }, { err: null, open: false, served: 0, again: null });
 });
 
