@@ -151,7 +151,7 @@ class _Output:
         return False
 
     def take(self):
-        text = "".join(self.parts)
+        text = _sendable("".join(self.parts))
         if self.cut:
             text += f"\n[output cut at {OUTPUT_CAP} characters]"
         self.parts, self.size, self.cut = [], 0, False
@@ -194,10 +194,19 @@ def _learner_only(te):
 
 def _format_exception(exc):
     te = traceback.TracebackException.from_exception(exc)
-    text = "".join(_learner_only(te).format())
+    text = _sendable("".join(_learner_only(te).format()))
     if len(text) > MESSAGE_CAP:
         text = text[:MESSAGE_CAP] + f"\n[cut at {MESSAGE_CAP} characters]\n"
     return text
+
+
+def _sendable(text):
+    """Learner text as it can travel as JSON to the engine: a lone surrogate
+    (`"\\ud800"`, valid in a Python str) is no Unicode text, and the engine's JSON
+    reader refuses it, so it is written out as its escape, as the learner typed it."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +306,7 @@ def load(source, functions_json, limit_s):
     try:
         code = compile(source, SOLUTION_FILE, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:
-        detail = "".join(traceback.format_exception_only(e)).rstrip()
+        detail = _sendable("".join(traceback.format_exception_only(e)).rstrip())
         return json.dumps({"error": "Your code could not be compiled, so no test ran.\n" + detail})
     module = types.ModuleType("solution")
     module.__file__ = SOLUTION_FILE

@@ -312,3 +312,21 @@ test('each lab\'s world object answers exactly the operations its registry entry
     assert.deepEqual(problems, [], id);
   }
 });
+
+test('a lone surrogate in what the learner raises or prints is shown as its escape, not a host failure', () => {
+  // "\ud800" is a valid Python str and no Unicode text: JSON to the engine cannot carry it.
+  const r = engine.run('def deliver_once(task, provider, kv, policy):\n    print("out \\udc00")\n    raise ValueError("bad \\ud800 thing")\n'
+    + 'def next_step(task, result, policy, rng):\n    raise ValueError("x \\udfff")\n');
+  const ex = examples(r);
+  assert.ok(ex.length > 0);
+  for (const t of ex) {
+    assert.equal(t.status, 'error', `${t.name}: ${t.message}`);
+    assert.match(t.message, /Your code raised an exception:\n/, t.name);
+    assert.doesNotMatch(t.message, /host's answer|could not run/, t.name);
+  }
+  const d = ex.find((t) => t.message.includes('deliver_once('));
+  assert.match(d.message, /ValueError: bad \\ud800 thing$/);
+  assert.equal(d.output, 'out \\udc00\n');
+  // next_step's (hidden tests only here): no test is a host failure, whatever it says.
+  assert.ok(r.tests.every((t) => !/host's answer/.test(t.message ?? '')));
+});
