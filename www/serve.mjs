@@ -1,6 +1,6 @@
 // A small static server for www/dist on 127.0.0.1.
-//   node serve.mjs [--port N] [--root DIR] [--hidden | --no-hidden] [--quiet] [--no-isolation]
-//                  [--host NAME]... [--grading [--jobs N] [--per-client N]] [--allow-origin ORIGIN]...
+//   node serve.mjs [options]     the options: cli/commands.mjs SERVE (node serve.mjs --help),
+//                                the same table as ./lab serve's
 //
 // It serves the build it started with, and only that one: every file of the root is
 // read into memory at start, so a build made later in the same checkout (build.mjs
@@ -17,7 +17,9 @@
 // frame the lab even when the host itself is cross-origin isolated (COEP
 // require-corp); embed.js, a module script loaded cross-origin, also gets
 // Access-Control-Allow-Origin: *. Pages carry CSP frame-ancestors: 'self' and the
-// origins the build allows to embed them (build.json allowOrigins).
+// origins the build allows to embed them (build.json allowOrigins) of the build it serves;
+// a build made in the root since with other origins is not served: it says so on
+// stderr, restart to serve it (watchBuild).
 // --no-isolation leaves COOP/COEP out (a plain site, e.g. the example course page).
 //
 // --grading also answers POST /grade (JSON {lab, source[, seed]} in; the CLI's json
@@ -43,6 +45,8 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
+import { command, usageExit, UsageError } from './cli/args.mjs';
+import { allowedOrigin, hostName, SERVE } from './cli/commands.mjs';
 import { SEED_MAX } from './src/engine.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -67,72 +71,45 @@ const MIME = {
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map', '.svg', '.txt', '.py', '.md']);
 const GZIP_MIN_BYTES = 1024;
 
-const USAGE = 'usage: node serve.mjs [--port N] [--root DIR] [--hidden | --no-hidden] [--quiet] [--no-isolation] [--host NAME]...\n'
-  + '                      [--grading [--jobs N] [--per-client N] [--secret-file FILE] [--hidden-statuses each|aggregate]]\n'
-  + '                      [--allow-origin ORIGIN]...';
+/** The command line's table (cli/commands.mjs SERVE, shared with ./lab serve), as this script's. */
+const COMMAND = command({ ...SERVE, prog: 'node serve.mjs' });
 
-/** The command line as serve()'s options; throws an Error with .usage set on a bad one. */
+/** The command line as serve()'s options; throws an Error with .usage set on a bad one
+ *  (.help on --help or -h). */
 export function parseArgs(argv) {
-  const opts = { port: 8000, root: path.join(HERE, 'dist'), quiet: false, grading: false, jobs: 1, isolate: true, hosts: [], allowOrigins: [] };
-  let perClient;
-  let rootGiven = false;
-  const bad = (message) => Object.assign(new Error(message), { usage: true });
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    // --name value or --name=value
-    const value = (name) => {
-      if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);
-      if (i + 1 >= argv.length) throw bad(`${name} needs a value`);
-      return argv[++i];
-    };
-    const is = (name) => a === name || a.startsWith(`${name}=`);
-    if (is('--port')) opts.port = Number(value('--port'));
-    else if (is('--root')) { opts.root = path.resolve(value('--root')); rootGiven = true; }
-    // The build's mode it was asked for (build.json hidden); serve() refuses another.
-    else if (a === '--hidden') opts.hidden = true;
-    else if (a === '--no-hidden') opts.hidden = false;
-    else if (a === '--quiet') opts.quiet = true;
-    else if (a === '--grading') opts.grading = true;
-    else if (a === '--no-isolation') opts.isolate = false;
-    else if (is('--jobs')) opts.jobs = Number(value('--jobs'));
-    else if (is('--per-client')) perClient = Number(value('--per-client'));
-    else if (is('--host')) opts.hosts.push(checkHostName(value('--host')));
-    else if (is('--allow-origin')) opts.allowOrigins.push(checkOrigin(value('--allow-origin')));
-    // Hidden inputs drawn per submission (cli/hidden.mjs): from this secret (else one
-    // of the process's own); aggregate: learners see only how many hidden tests passed.
-    else if (is('--secret-file')) opts.secretFile = value('--secret-file');
-    else if (is('--hidden-statuses')) {
-      opts.hiddenStatuses = value('--hidden-statuses');
-      if (!['each', 'aggregate'].includes(opts.hiddenStatuses)) throw bad('--hidden-statuses must be each or aggregate');
-    }
-    else if (a === '--help' || a === '-h') throw Object.assign(bad(''), { help: true });
-    else throw bad(`unknown argument ${a}`);
-  }
-  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw bad('--port needs a number from 0 to 65535');
-  if (argv.includes('--hidden') && argv.includes('--no-hidden')) throw bad('--hidden and --no-hidden: give one');
+  const r = COMMAND.parse(argv);
+  if (r.help) throw Object.assign(new UsageError(''), { help: true });
+  const v = r.values;
+  if (v.hidden && v['no-hidden']) throw new UsageError('--hidden and --no-hidden: give one');
+  const opts = {
+    port: v.port, root: v.root !== undefined ? path.resolve(v.root) : path.join(HERE, 'dist'), quiet: v.quiet, grading: v.grading,
+    jobs: v.jobs, isolate: !v['no-isolation'], hosts: v.host, allowOrigins: v['allow-origin'],
+  };
+  // The build's mode it was asked for (build.json hidden); serve() refuses another.
+  if (v.hidden) opts.hidden = true;
+  if (v['no-hidden']) opts.hidden = false;
   // Each mode's build has its own folder (build.mjs).
-  if (opts.hidden === false && !rootGiven) opts.root = path.join(HERE, 'dist-no-hidden');
-  if (!Number.isInteger(opts.jobs) || opts.jobs < 1 || opts.jobs > 64) throw bad('--jobs needs a number from 1 to 64');
-  if (perClient !== undefined) {
-    if (!Number.isInteger(perClient) || perClient < 1) throw bad('--per-client needs a whole number from 1');
-    if (opts.grading) opts.grading = { perClient };
+  if (opts.hidden === false && v.root === undefined) opts.root = path.join(HERE, 'dist-no-hidden');
+  // Hidden inputs drawn per submission (cli/hidden.mjs): from this secret (else one
+  // of the process's own); aggregate: learners see only how many hidden tests passed.
+  if (v['secret-file'] !== undefined) opts.secretFile = v['secret-file'];
+  if (argv.some((a) => a === '--hidden-statuses' || a.startsWith('--hidden-statuses='))) opts.hiddenStatuses = v['hidden-statuses'];
+  if (v['per-client'] !== undefined && opts.grading) opts.grading = { perClient: v['per-client'] };
+  if (v.queue !== undefined) {
+    if (!opts.grading) throw new UsageError('--queue goes with --grading');
+    opts.queue = v.queue;
   }
   return opts;
 }
 
-/** A --host NAME: a DNS name, an IPv4 address or a bracketed IPv6 one, optionally with :port; lowercased. */
+/** A --host NAME (cli/commands.mjs hostName), as a usage error. */
 function checkHostName(name) {
-  if (!/^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i.test(name)) {
-    throw Object.assign(new Error(`--host ${JSON.stringify(name)}: give a host name such as lab.example or lab.example:8443`), { usage: true });
-  }
-  return name.toLowerCase();
+  return hostName(name);
 }
 
-/** An --allow-origin ORIGIN (origin.mjs's rule, shared with build.mjs), as the browser spells it. */
+/** An --allow-origin ORIGIN (origin.mjs's rule, shared with build.mjs), as a usage error. */
 function checkOrigin(text) {
-  const { origin, error } = parseOrigin(text);
-  if (error) throw Object.assign(new Error(error), { usage: true });
-  return origin;
+  return allowedOrigin(text);
 }
 
 /** What the server accepts as Host: each name as given and, without a port, with the server's. */
@@ -175,6 +152,41 @@ function embedOrigins(files) {
   } catch {
     return [];
   }
+}
+
+/** How often a server looks at its root's build.json for a build made since it started. */
+export const BUILD_WATCH_MS = 2000;
+
+/**
+ * The origins a server frames for are those of the build it serves, the one it read
+ * at start: the page reads them from that build's build.json, so the header and the
+ * page always agree. A build made in the root since (./lab build --allow-origin, moved
+ * into place) is not served; when its origins differ, this says so on stderr, once
+ * per change, with what to do: restart the server. Returns { state(), stop() };
+ * state() is { served, built, restart } (built: the origins of the build in the root
+ * now, null when it has none readable).
+ */
+function watchBuild(root, served, { intervalMs, quiet }) {
+  const file = path.join(root, 'build.json');
+  const key = (list) => JSON.stringify(list);
+  let built = served;
+  let said = key(served);
+  const look = () => {
+    let buf;
+    try { buf = fs.readFileSync(file); } catch { return; } // between two folders of a build.mjs move
+    built = embedOrigins(new Map([['build.json', { buf }]]));
+    if (key(built) === said) return;
+    said = key(built);
+    if (key(built) === key(served) || quiet) return;
+    const list = (l) => (l.length ? l.join(' ') : 'none');
+    console.error(`serve: ${file} now allows embedding by ${list(built)}; this server still serves the build it started with `
+      + `(frame-ancestors 'self' ${list(served)}, and its page trusts those): restart it to serve the new build`);
+  };
+  fs.watchFile(file, { interval: intervalMs, persistent: false }, look);
+  return {
+    state: () => ({ served: [...served], built: built && [...built], restart: key(built) !== key(served) }),
+    stop: () => fs.unwatchFile(file, look),
+  };
 }
 
 /** The lab ids the page in `root` has (its build.json), else www/pkg's; null when none. */
@@ -420,11 +432,14 @@ const REQUESTS = Symbol('requests on this connection');
  *   grading?: boolean | {pool?:object, jobs?:number, labs?:string[], maxBodyBytes?:number, maxWaiting?:number,
  *     perClient?:number, bodyTimeoutMs?:number, timeoutS?:number}}} opts
  * `grading: true` uses cli/pool.mjs; `{pool}` any object with grade() (the tests' fake).
+ * `buildWatchMs`: how often it looks at the root's build.json for a build made since
+ * it started (watchBuild). Resolves also to `embedding()`: the origins it frames for
+ * and those of the build now in the root.
  * `hosts` are the Host names served besides LOOPBACK_NAMES; `allowOrigins` the origins
  * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
 export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
-  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', ...limits } = {}) {
+  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, ...limits } = {}) {
   const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
   if (!fs.existsSync(path.join(root, 'index.html'))) {
@@ -443,7 +458,15 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
 
   let grade = null;
   let pool = null;
-  if (grading) {
+  let front = null; // with a queue (www/queue/front.mjs): POST /grade stores, ./lab worker grades
+  if (grading && queue) {
+    const g = grading === true ? {} : grading;
+    const { createQueueFront } = await import(pathToFileURL(path.join(HERE, 'queue', 'front.mjs')).href);
+    front = await createQueueFront({
+      connectionString: queue, secretFile, hiddenStatuses, allowOrigins, headers: security('api'),
+      ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}), ...(g.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: g.bodyTimeoutMs } : {}),
+    });
+  } else if (grading) {
     const g = grading === true ? {} : grading;
     const poolJobs = g.jobs ?? jobs;
     pool = g.pool;
@@ -509,6 +532,7 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
       return send(res, 400, 'Bad request\n');
     }
     if (rel.includes('\0')) return send(res, 400, 'Bad request\n'); // fs throws on a NUL in a path
+    if (front && front.handle(req, res)) return;
     if (grade && rel === '/grade') return grade(req, res);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       return send(res, 405, 'Method not allowed\n', { Allow: 'GET, HEAD' });
@@ -570,7 +594,8 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
   });
   server.maxConnections = lim.maxConnections;
 
-  server.on('close', () => { pool?.close?.(); });
+  const embedding = watchBuild(root, frameAncestors, { intervalMs: buildWatchMs, quiet });
+  server.on('close', () => { front?.close(); pool?.close?.(); embedding.stop(); });
   // Malformed HTTP, headers over the limit, timeouts, resets. The parser repeats its
   // error for every later chunk on that connection: answer once.
   server.on('clientError', (err, socket) => {
@@ -615,7 +640,7 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
       allowedHosts = hostSet([...LOOPBACK_NAMES, ...hosts], bound);
       const url = `http://127.0.0.1:${bound}/`;
       if (!quiet) console.log(url);
-      resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : null });
+      resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : front ? { stats: front.stats, pool: null, front } : null, embedding: embedding.state });
     });
   });
 }
@@ -707,15 +732,15 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   try {
     opts = parseArgs(process.argv.slice(2));
   } catch (e) {
-    if (e.help) { console.log(USAGE); process.exit(0); }
-    console.error(`serve: ${e.message}\n${USAGE}`);
-    process.exit(2);
+    if (e.help) { process.stdout.write(COMMAND.help()); process.exit(0); }
+    if (!e.usage) throw e;
+    usageExit(COMMAND, e.message, 'serve');
   }
   serve(opts).then(({ grading }) => {
     // The grading pool's sandboxes go with the server (at most 1 s to close them).
     const stop = () => {
       setTimeout(() => process.exit(0), 1000).unref();
-      Promise.resolve(grading?.pool?.close?.()).finally(() => process.exit(0));
+      Promise.all([grading?.pool?.close?.(), grading?.front?.close?.()]).finally(() => process.exit(0));
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);

@@ -5,68 +5,28 @@
 // processes do. See www/cli/README.md.
 import fs from 'node:fs';
 import path from 'node:path';
-import { firstLab, SEED_MAX } from '../src/engine.mjs';
+import { firstLab } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { hiddenSeedOf, newSecret, readSecret, SecretError, staffReplay } from './hidden.mjs';
-import { createGradingPool, jsonText, pyFilesIn, readSubmission, terminalSafe, FORMATS } from './pool.mjs';
+import { createGradingPool, jsonText, pyFilesIn, readSubmission, terminalSafe } from './pool.mjs';
+import { parseOrExit, usageExit } from './args.mjs';
+import { GRADE } from './commands.mjs';
+import { ENGINE_FORMATS, PLATFORM_FORMATS } from './formats.mjs';
+import { csvHeader, csvRow, junitXml, rollupTable } from './gradebook.mjs';
 
-const USAGE = `usage: ./lab grade [--lab ID] [--format text|json|exercism|gradescope|gradescope-published|gradescope-hidden|prairielearn]
-                   [--seed N] [--hidden-seed N|none | --secret-file FILE] [--hidden-statuses each|aggregate]
-                   [--timeout SECONDS] [--jobs N] [--memory MB] [--out DIR] [--no-sandbox] FILE_OR_DIR...
-  --lab: the lab's id (default: the course's first lab). A directory means every .py
-  file in it (sorted). The platforms' formats (exercism, gradescope*, prairielearn) need --out DIR.
-  Hidden inputs are drawn per submission (labs that can): the hidden seed is a keyed hash of
-  the secret in --secret-file (else a random one for this run) and the submission; staff
-  output shows it, learner reports never. --hidden-seed N replays one; none: the fixed cases.
-  --hidden-statuses aggregate: reports show only how many hidden tests passed.
-  Exit code: 0 every submission passes, 1 any fails or errors, 2 usage error.`;
+const usage = (message) => usageExit(GRADE, message, 'grade');
 
-function usage(message) {
-  process.stderr.write(`grade: ${message}\n${USAGE}\n`);
-  process.exit(2);
-}
-
+/** The command line (commands.mjs GRADE, the one table of its options), checked. */
 function parseArgs(argv) {
-  const o = { lab: null, format: null, seed: null, hiddenSeed: undefined, secretFile: null, hiddenStatuses: 'each', timeout: null, jobs: 1, memory: 512, out: null, sandbox: true, files: [] };
-  const num = (name, v, { int = false, min = 0 } = {}) => {
-    const n = Number(v);
-    if (v === undefined || v === '' || !Number.isFinite(n) || (int && !Number.isInteger(n)) || n < min) usage(`${name} needs a ${int ? 'whole ' : ''}number${min ? ` of at least ${min}` : ''}, not ${v ?? 'nothing'}`);
-    return n;
+  const { values: v, positionals } = parseOrExit(GRADE, argv, 'grade');
+  const o = {
+    lab: v.lab ?? null, format: v.format ?? null, seed: v.seed ?? null, hiddenSeed: v['hidden-seed'], secretFile: v['secret-file'] ?? null,
+    hiddenStatuses: v['hidden-statuses'], timeout: v.timeout ?? null, jobs: v.jobs, memory: v.memory, out: v.out ?? null,
+    sandbox: !v['no-sandbox'], files: positionals,
   };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
-    if (eq > 0) { v = a.slice(eq + 1); a = a.slice(0, eq); }
-    const take = () => (v !== undefined ? v : argv[++i]);
-    switch (a) {
-      case '--lab': o.lab = take(); if (!o.lab) usage('--lab needs a lab id'); break;
-      case '--format': o.format = take(); if (!FORMATS.includes(o.format)) usage(`--format must be one of ${FORMATS.join(', ')}, not ${o.format ?? 'nothing'}`); break;
-      case '--seed': o.seed = num('--seed', take(), { int: true }); if (o.seed > SEED_MAX) usage(`--seed must be at most ${SEED_MAX}`); break;
-      case '--hidden-seed': {
-        const v = take();
-        o.hiddenSeed = v === 'none' ? 'none' : num('--hidden-seed', v, { int: true });
-        if (o.hiddenSeed !== 'none' && o.hiddenSeed > SEED_MAX) usage(`--hidden-seed must be at most ${SEED_MAX}, or none`);
-        break;
-      }
-      case '--secret-file': o.secretFile = take(); if (!o.secretFile) usage('--secret-file needs a file'); break;
-      case '--hidden-statuses': o.hiddenStatuses = take(); if (!['each', 'aggregate'].includes(o.hiddenStatuses)) usage(`--hidden-statuses must be each or aggregate, not ${o.hiddenStatuses ?? 'nothing'}`); break;
-      case '--timeout': o.timeout = num('--timeout', take(), { min: 0.1 }); break;
-      case '--jobs': o.jobs = num('--jobs', take(), { int: true, min: 1 }); break;
-      case '--memory': o.memory = num('--memory', take(), { int: true, min: 64 }); break;
-      case '--out': o.out = take(); if (!o.out) usage('--out needs a directory'); break;
-      case '--no-sandbox': o.sandbox = false; break;
-      case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
-      case '--': o.files.push(...argv.slice(i + 1)); i = argv.length; break;
-      default:
-        if (a.startsWith('-') && a !== '-') usage(`unknown option ${a}`);
-        o.files.push(argv[i]);
-    }
-  }
-  if (!o.files.length) usage('no submission given: name .py files or directories');
   if (o.hiddenSeed !== undefined && o.secretFile) usage('--hidden-seed replays one seed, --secret-file draws one per submission: give one of them');
   if (!o.format) o.format = process.stdout.isTTY ? 'text' : 'json';
-  if (!['json', 'text'].includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
+  if (PLATFORM_FORMATS.includes(o.format) && !o.out) usage(`--format ${o.format} writes one results.json per submission: give --out DIR`);
   return o;
 }
 
@@ -135,14 +95,22 @@ try {
   process.exit(2);
 }
 
+// A progress bar on stderr for batches on a terminal, on a line of its own: it is
+// cleared before anything else is written (a report on stdout, the summary), drawn
+// again after it, and cleared for good at the end, so no bar is left in the output.
 const tty = process.stderr.isTTY && files.length > 1;
 let done = 0;
+let barShown = false;
+function clearBar() {
+  if (barShown) process.stderr.write('\r\x1b[2K');
+  barShown = false;
+}
 function progress() {
-  if (!tty) return;
+  if (!tty || done === files.length) return clearBar();
   const w = 30;
   const k = Math.round((done / files.length) * w);
-  process.stderr.write(`\r[${'#'.repeat(k)}${'.'.repeat(w - k)}] ${done}/${files.length}`);
-  if (done === files.length) process.stderr.write('\n');
+  process.stderr.write(`\r\x1b[2K[${'#'.repeat(k)}${'.'.repeat(w - k)}] ${done}/${files.length}`);
+  barShown = true;
 }
 progress();
 
@@ -158,21 +126,30 @@ function outPath(file) {
 const results = new Array(files.length);
 let printed = 0;
 const summary = { pass: 0, fail: 0, error: 0 };
-const started = performance.now();
+/** Every file's line, in the order of the files: the roll-up table and junit are made of them. */
+const lines = [];
 
 function flush() {
   // Reports come out in the order of the files, whatever order they finish in.
+  let out = '';
   while (printed < files.length && results[printed]) {
     const { file, line, text } = results[printed++];
     summary[line.status] = (summary[line.status] || 0) + 1;
-    if (o.format === 'json') process.stdout.write(`${jsonText(line)}\n`);
-    else if (o.format === 'text') process.stdout.write(textBlock(file, line, text));
+    lines.push(line);
+    if (o.format === 'json') out += `${jsonText(line)}\n`;
+    else if (o.format === 'text') out += textBlock(file, line, text);
+    else if (o.format === 'csv') out += csvRow(line);
+    else if (o.format === 'junit') continue; // one document, at the end
     else {
       const p = outPath(file);
       fs.writeFileSync(p, text);
       const seen = line.hidden_seed === undefined ? '' : ` (hidden seed ${line.hidden_seed})`;
-      process.stdout.write(`${terminalSafe(file)}: ${line.status} ${line.passed}/${line.total} -> ${terminalSafe(p)}${seen}\n`);
+      out += `${terminalSafe(file)}: ${line.status} ${line.passed}/${line.total} -> ${terminalSafe(p)}${seen}\n`;
     }
+  }
+  if (out) {
+    clearBar();
+    process.stdout.write(out);
   }
 }
 
@@ -185,10 +162,17 @@ function textBlock(file, line, text) {
   return `${rule}\n${terminalSafe(file)}  (${line.duration_ms} ms)\n${text.replace(/\s*$/, '')}\n\n`;
 }
 
+/** The file as a shell word: the replay command names the file itself, ready to paste. */
+function shellWord(file) {
+  return /^[\w@%+=:,./-]+$/.test(file) ? file : `'${file.replaceAll("'", "'\\''")}'`;
+}
+
 async function gradeOne(i) {
   const file = files[i];
   const read = readSubmission(file);
-  const formats = o.format === 'json' ? ['json'] : ['json', o.format];
+  // csv and junit are made from the json line (gradebook.mjs); the text and the
+  // platforms' formats are the engine's.
+  const formats = ENGINE_FORMATS.includes(o.format) && o.format !== 'json' ? ['json', o.format] : ['json'];
   const hiddenSeed = hiddenSeedFor(read);
   const hidden = { seed: hiddenSeed, statuses: o.hiddenStatuses };
   const t0 = performance.now();
@@ -199,30 +183,41 @@ async function gradeOne(i) {
   const line = staffLine(engineLine, hiddenSeed);
   line.file = file;
   if (line.duration_ms == null) line.duration_ms = Math.round(performance.now() - t0);
-  // The text report is the staff's here: its replay line gets the hidden seed too.
+  // The text report is the staff's here: its replay line gets the hidden seed too,
+  // and names the file graded (the engine's says solution.py, the learner's name for it).
   // The platforms' files are the learners': they stay as the engine made them.
-  let text = o.format === 'json' ? null : out[o.format];
-  if (o.format === 'text') text = text.split(engineLine.replay).join(line.replay);
+  let text = formats.length > 1 ? out[o.format] : null;
+  if (o.format === 'text') {
+    const replay = line.replay.replace(/ solution\.py$/, ` ${terminalSafe(shellWord(file))}`);
+    text = text.split(engineLine.replay).join(replay);
+  }
   results[i] = { file, line, text };
   done++;
   progress();
   flush();
 }
 
+if (o.format === 'csv') process.stdout.write(csvHeader());
 let code = 0;
 try {
   await Promise.all(files.map((_, i) => gradeOne(i)));
 } catch (e) {
-  process.stderr.write(`\ngrade: ${e.message}\n`);
+  clearBar();
+  process.stderr.write(`grade: ${e.message}\n`);
   code = 2;
 }
 await pool.close();
+clearBar();
 if (code === 0) {
   const n = files.length;
-  const secs = ((performance.now() - started) / 1000).toFixed(1);
+  // The command's wall time: from the process's start (performance's time origin),
+  // the grader's start-up included.
+  const secs = (performance.now() / 1000).toFixed(1);
   const line = `${n} submission${n === 1 ? '' : 's'}: ${summary.pass} pass, ${summary.fail} fail, ${summary.error} error (${secs} s)`;
-  if (o.format === 'json') process.stderr.write(`${line}\n`);
-  else process.stdout.write(`${line}\n`);
+  if (o.format === 'junit') process.stdout.write(junitXml(lines));
+  if (o.format === 'text') process.stdout.write(`${rollupTable(lines)}\n${line}\n`);
+  else if (PLATFORM_FORMATS.includes(o.format)) process.stdout.write(`${line}\n`);
+  else process.stderr.write(`${line}\n`); // json, csv, junit: stdout is the document
   code = summary.pass === n ? 0 : 1;
 }
 process.stdout.write('', () => process.exit(code));

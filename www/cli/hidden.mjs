@@ -13,6 +13,10 @@ import { SEED_MAX } from '../src/engine.mjs';
  *  once platform.mjs has locked the grader down). */
 export const PACKAGED_SECRET_FILE = 'hidden-secret';
 
+/** The file that marks a folder as a grader ./lab package wrote (platform.mjs locks
+ *  down only such a folder). */
+export const GRADER_MARKER = '.delivery-lab-grader';
+
 /** The fewest bytes a secret file must hold. */
 export const SECRET_MIN_BYTES = 16;
 

@@ -14,66 +14,33 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { marked } from 'marked';
 import { CLI_LIMIT_FACTOR } from './pool.mjs';
-import { newSecret, PACKAGED_SECRET_FILE } from './hidden.mjs';
+import { GRADER_MARKER, newSecret, PACKAGED_SECRET_FILE } from './hidden.mjs';
 import { loadGrader } from '../src/node_host.mjs';
+import { parseOrExit } from './args.mjs';
+import { DEFAULT_IMAGE, PACKAGE } from './commands.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
 const ROOT = path.dirname(path.resolve(WWW));
 const TEMPLATES = path.join(ROOT, 'packaging');
-const PLATFORMS = ['gradescope', 'prairielearn', 'exercism'];
 /** Written into every output folder: only a folder holding it is ever replaced. */
 const MARKER = '.delivery-lab-package';
-/** The image PrairieLearn and Exercism run the grader in: the Node project's Node 20 on Debian. */
-const DEFAULT_IMAGE = 'node:20-bookworm-slim';
 
-const USAGE = `usage: ./lab package gradescope|prairielearn|exercism [--lab ID] [--out DIR]
-                     [--hidden-until-published] [--hidden-statuses each|aggregate] [--image NAME]
-  --lab: the lab (default: the course's first; exercism: every lab, each an exercise).
-  --out: where the package goes (default: packages/<platform>/); a folder this
-         command did not write is never replaced.
-  --hidden-until-published: Gradescope shows hidden tests once the grades are
-         published (default: after the due date).
-  --hidden-statuses aggregate: learners see only how many hidden tests passed
-         (default each: every hidden test's name and status).
-  --image: the Docker image PrairieLearn runs the grader in (default ${DEFAULT_IMAGE}).`;
-
-function usage(message) {
-  process.stderr.write(`package: ${message}\n${USAGE}\n`);
-  process.exit(2);
-}
-
+/** The command line (commands.mjs PACKAGE, the one table of its options), checked. */
 function parseArgs(argv) {
-  const o = { platform: argv[0], lab: null, out: null, untilPublished: false, image: DEFAULT_IMAGE, hiddenStatuses: 'each' };
-  if (!PLATFORMS.includes(o.platform)) usage(`name a platform: ${PLATFORMS.join(', ')}`);
-  for (let i = 1; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => argv[++i] ?? usage(`${a} needs a value`);
-    if (a === '--lab') o.lab = value();
-    else if (a === '--out') o.out = value();
-    else if (a === '--image') o.image = value();
-    else if (a === '--hidden-statuses') {
-      o.hiddenStatuses = value();
-      if (!['each', 'aggregate'].includes(o.hiddenStatuses)) usage(`--hidden-statuses must be each or aggregate, not ${o.hiddenStatuses}`);
-    }
-    else if (a === '--hidden-until-published' && o.platform === 'gradescope') o.untilPublished = true;
-    else usage(`unknown option ${a}${a.startsWith('--hidden') ? ' (only for gradescope)' : ''}`);
-  }
-  o.out = path.resolve(o.out ?? path.join(ROOT, 'packages', o.platform));
-  return o;
+  const { values: v, positionals: [platform] } = parseOrExit(PACKAGE, argv, 'package');
+  const out = path.resolve(v.out ?? path.join(ROOT, 'packages', platform));
+  return { platform, lab: v.lab ?? null, out, untilPublished: v['hidden-until-published'], image: v.image, hiddenStatuses: v['hidden-statuses'] };
 }
 
 /** The grader's files under www/ (its runtime and nothing else): the CLI's pool and
  *  sandbox, the engine, the bridge, the built WASM grader, Pyodide. */
 const GRADER_FILES = [
   'cli/platform.mjs', 'cli/pool.mjs', 'cli/frames.mjs', 'cli/jail.mjs', 'cli/procfs.mjs', 'cli/python.mjs',
-  'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs', 'cli/hidden.mjs',
+  'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs', 'cli/hidden.mjs', 'cli/args.mjs', 'cli/formats.mjs',
   'src/engine.mjs', 'src/node_host.mjs', 'src/bridge.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];
 const PYODIDE = 'node_modules/pyodide';
-/** platform.mjs's GRADER_MARKER (not imported: platform.mjs is a script that runs on import). */
-const GRADER_MARKER = '.delivery-lab-grader';
 /** Pyodide's files a grader never reads: source maps, type declarations, its demo pages. */
 const PYODIDE_UNUSED = /\.(map|d\.ts|html)$|^README/;
 
@@ -149,7 +116,7 @@ export function exercismInstructions(lab) {
 
 /** The lab's text as HTML for PrairieLearn's question panel (its title is the
  *  question's; braces as entities, since question.html is a Mustache template). */
-function questionHtml(lab) {
+function questionHtml(lab, marked) {
   const body = marked.parse(lab.instructions_md.replace(/^# .*\n/, ''))
     .replaceAll('{', '&#123;').replaceAll('}', '&#125;');
   return `<pl-question-panel>
@@ -223,15 +190,17 @@ export async function writePackage(o) {
       gradingMethod: 'External',
       externalGradingOptions: {
         enabled: true,
-        image: o.image,
+        image: o.image ?? DEFAULT_IMAGE,
         serverFilesCourse: ['delivery-lab/'],
         entrypoint: '/grade/tests/run.sh',
         timeout,
       },
     };
-    const vars = { LAB: lab.id, TITLE: lab.title, TIMEOUT: timeout, IMAGE: o.image, HIDDEN_STATUSES: o.hiddenStatuses ?? 'each' };
+    const vars = { LAB: lab.id, TITLE: lab.title, TIMEOUT: timeout, IMAGE: o.image ?? DEFAULT_IMAGE, HIDDEN_STATUSES: o.hiddenStatuses ?? 'each' };
     writeFile(path.join(q, 'info.json'), `${JSON.stringify(info, null, 2)}\n`);
-    writeFile(path.join(q, 'question.html'), questionHtml(lab));
+    // marked (node_modules) only here: ./lab package --help needs nothing installed.
+    const { marked } = await import('marked');
+    writeFile(path.join(q, 'question.html'), questionHtml(lab, marked));
     writeFile(path.join(q, 'starter.py'), lab.starter_py);
     writeFile(path.join(q, 'tests', 'run.sh'), fill('prairielearn', 'run.sh', vars), { exec: true });
     copyGrader(path.join(o.out, 'serverFilesCourse', 'delivery-lab'));
@@ -256,11 +225,45 @@ export async function writePackage(o) {
   return [o.out];
 }
 
+/**
+ * What to upload where, for the staff who ran ./lab package: the written paths (as
+ * `rel` shows them) and each platform's steps (docs/platforms.md has them in full).
+ */
+export function uploadSteps(o, labIds, rel = (p) => p) {
+  const out = rel(o.out);
+  if (o.platform === 'gradescope') {
+    return [
+      `gradescope: ${rel(path.join(o.out, 'autograder.zip'))}`,
+      '  upload it on Gradescope: your Programming Assignment > Configure Autograder > Zip file upload,',
+      '  Ubuntu base image 22.04 or newer, then Update Autograder; Test Autograder with',
+      `  src/${labIds[0].replaceAll('-', '_')}/reference.py (every test passes) and starter.py (none do).`,
+      '  More: docs/platforms.md, "Gradescope".',
+    ].join('\n');
+  }
+  if (o.platform === 'prairielearn') {
+    const [lab] = labIds;
+    return [
+      'prairielearn:',
+      `  ${rel(path.join(o.out, 'questions', lab))}/  ->  your course's questions/${lab}/`,
+      `  ${rel(path.join(o.out, 'serverFilesCourse', 'delivery-lab'))}/  ->  your course's serverFilesCourse/delivery-lab/`,
+      '  then add the topic delivery-lab to infoCourse.json and the question to an assessment.',
+      `  More: ${rel(path.join(o.out, 'README.md'))}, docs/platforms.md, "PrairieLearn".`,
+    ].join('\n');
+  }
+  return [
+    'exercism:',
+    `  ${out}/ (bin/run.sh, Dockerfile, grader/)  ->  your track's test runner repository (or build its image where you run one)`,
+    ...labIds.map((id) => `  ${rel(path.join(o.out, 'exercises', id))}/  ->  your track's exercise with the slug ${id}`),
+    `  More: ${rel(path.join(o.out, 'README.md'))}, docs/platforms.md, "Exercism".`,
+  ].join('\n');
+}
+
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const o = parseArgs(process.argv.slice(2));
   try {
-    const written = await writePackage(o);
-    process.stdout.write(`${o.platform}: ${written.map((w) => path.relative(process.cwd(), w) || '.').join(', ')}\n`);
+    await writePackage(o);
+    const labIds = JSON.parse(fs.readFileSync(path.join(o.out, MARKER), 'utf8')).labs;
+    process.stdout.write(`${uploadSteps(o, labIds, (p) => { const r = path.relative(process.cwd(), p); return r.startsWith('..') ? p : r || '.'; })}\n`);
   } catch (e) {
     process.stderr.write(`package: ${e.message}\n`);
     process.exit(1);

@@ -29,50 +29,49 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createGradingPool, pyFilesIn, readSubmission, CLI_LIMIT_FACTOR, FORMATS, SANDBOX_READS } from './pool.mjs';
-import { hiddenSeedOf, newSecret, PACKAGED_SECRET_FILE, readSecret, SecretError } from './hidden.mjs';
+import { createGradingPool, pyFilesIn, readSubmission, CLI_LIMIT_FACTOR, SANDBOX_READS } from './pool.mjs';
+import { command, number, parseOrExit, usageExit } from './args.mjs';
+import { PLATFORM_FORMATS } from './formats.mjs';
+import { GRADER_MARKER, hiddenPolicy, newSecret, PACKAGED_SECRET_FILE, readSecret, SecretError } from './hidden.mjs';
 import { jailProblem, SANDBOX_UID_BASE } from './jail.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
-const USAGE = `usage: node platform.mjs --format ${FORMATS.filter((f) => !['json', 'text'].includes(f)).join('|')} --lab ID
-                        [--no-sandbox] [--deadline SECONDS] [--private PATH]... [--hidden-statuses each|aggregate]
-                        SUBMISSION_DIR RESULTS_FILE
-       node platform.mjs --self-check --lab ID [--no-sandbox] [--private PATH]...`;
 /** What a run needs besides grading, within a platform's deadline: start-up, the results file. */
 const DEADLINE_RESERVE_S = 8;
 /** The grader's own folder (a copy's, as ./lab package lays it out: cli/, src/, pkg/, node_modules/pyodide). */
 const GRADER_ROOT = path.resolve(fileURLToPath(new URL('../', import.meta.url)));
 /** Written by package.mjs copyGrader: only a folder holding it is the entry's to lock down. */
-const GRADER_MARKER = '.delivery-lab-grader';
+
+/** The command line's one table (args.mjs: util.parseArgs, and --help made from it). */
+const PLATFORM = command({
+  name: 'platform',
+  prog: 'node platform.mjs',
+  synopsis: '--format F --lab ID [options] SUBMISSION_DIR RESULTS_FILE | --self-check --lab ID [options]',
+  summary: 'A grading platform\'s entry into the grader: grades the one .py file in SUBMISSION_DIR into the platform\'s RESULTS_FILE.',
+  options: {
+    format: { type: 'string', value: 'F', choices: PLATFORM_FORMATS, help: 'the platform\'s results format' },
+    lab: { type: 'string', value: 'ID', help: 'the lab' },
+    'no-sandbox': { type: 'boolean', default: false, help: 'the uid wall without bubblewrap even where bubblewrap works' },
+    deadline: { type: 'string', value: 'S', parse: number({ min: 0 }), help: 'the platform stops the run after S seconds: a results file comes before it' },
+    'self-check': { type: 'boolean', default: false, help: 'grade the lab\'s reference: is this machine ready?' },
+    private: { type: 'string', value: 'PATH', multiple: true, default: [], help: 'a platform\'s file or folder only root may read (made so)' },
+    'hidden-statuses': { type: 'string', value: 'each|aggregate', choices: ['each', 'aggregate'], default: 'each', help: 'aggregate: learners see only how many hidden tests passed' },
+  },
+});
 
 function usage(message) {
-  process.stderr.write(`platform: ${message}\n${USAGE}\n`);
-  process.exit(2);
+  usageExit(PLATFORM, message, 'platform');
 }
 
 function parseArgs(argv) {
-  const o = { format: null, lab: null, sandbox: true, deadline: null, selfCheck: false, paths: [], private: [], hiddenStatuses: 'each' };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    switch (a) {
-      case '--format': o.format = argv[++i]; break;
-      case '--lab': o.lab = argv[++i]; break;
-      case '--no-sandbox': o.sandbox = false; break;
-      case '--deadline': o.deadline = Number(argv[++i]); break;
-      case '--self-check': o.selfCheck = true; break;
-      case '--private': o.private.push(argv[++i] ?? usage('--private needs a path')); break;
-      case '--hidden-statuses':
-        o.hiddenStatuses = argv[++i];
-        if (!['each', 'aggregate'].includes(o.hiddenStatuses)) usage(`--hidden-statuses must be each or aggregate, not ${o.hiddenStatuses ?? 'nothing'}`);
-        break;
-      default:
-        if (a.startsWith('--')) usage(`unknown option ${a}`);
-        o.paths.push(a);
-    }
-  }
+  const { values: v, positionals } = parseOrExit(PLATFORM, argv, 'platform');
+  const o = {
+    format: v.format ?? null, lab: v.lab ?? null, sandbox: !v['no-sandbox'], deadline: v.deadline ?? null, selfCheck: v['self-check'],
+    paths: positionals, private: v.private, hiddenStatuses: v['hidden-statuses'],
+  };
   if (!o.lab) usage('--lab needs a lab id');
   if (o.selfCheck) return o;
-  if (!FORMATS.includes(o.format) || ['json', 'text'].includes(o.format)) usage(`--format must be a platform's format, not ${o.format ?? 'nothing'}`);
+  if (!o.format) usage('--format needs a platform\'s format');
   if (o.deadline !== null && !(o.deadline > DEADLINE_RESERVE_S)) usage(`--deadline needs more than ${DEADLINE_RESERVE_S} seconds`);
   if (o.paths.length !== 2) usage('give the submission folder and the results file');
   return o;
@@ -328,8 +327,8 @@ try {
   secret = newSecret();
   process.stdout.write(`platform: no package secret to read (${e.message}): this run draws its hidden inputs from a secret of its own\n`);
 }
-const hiddenSeed = lab.hidden_variants ? hiddenSeedOf(secret, o.lab, read.text) : null;
-const hidden = { seed: hiddenSeed, statuses: o.hiddenStatuses };
+// The one policy ./lab grade and serve use (hidden.mjs): a seed per submission, for a lab with variants.
+const hidden = hiddenPolicy({ secret, statuses: o.hiddenStatuses, variantLabs: lab.hidden_variants ? [o.lab] : [] })(o.lab, read.text);
 
 let pool = null;
 let code = 0;
@@ -339,7 +338,7 @@ try {
   const out = await pool.gradeMany({ lab: o.lab, source: read.text, formats: ['json', o.format], hidden });
   write(out[o.format]);
   const line = JSON.parse(out.json);
-  const seen = hiddenSeed === null ? '' : `; hidden seed ${hiddenSeed}: ./lab grade --lab ${o.lab} --hidden-seed ${hiddenSeed} FILE replays it`;
+  const seen = hidden.seed === null ? '' : `; hidden seed ${hidden.seed}: ./lab grade --lab ${o.lab} --hidden-seed ${hidden.seed} FILE replays it`;
   process.stdout.write(`${o.lab}: ${line.status} ${line.passed}/${line.total} (${path.basename(found.file)}${seen})\n`);
 } catch (e) {
   // The grader, not the submission: staff read this in the platform's log.

@@ -21,6 +21,7 @@ import readline from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
+import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
 import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
@@ -65,7 +66,8 @@ export const CLI_LIMIT_FACTOR = 4;
 export const WALL_FACTOR = 3;
 /** The longest JSON line of one submission (the report's fields are capped in the engine). */
 export const LINE_CAP_BYTES = 64 * 1024;
-export const FORMATS = ['json', 'text', 'exercism', 'gradescope', 'gradescope-published', 'gradescope-hidden', 'prairielearn'];
+/** The formats the engine renders: formats.mjs, the one list of report formats. */
+export { ENGINE_FORMATS as FORMATS } from './formats.mjs';
 export const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
 
 // What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
