@@ -170,6 +170,43 @@ MUTANTS = [
         "caught_by": "fairness run: one store at 10x among 100",
     },
     {
+        "name": "claim-ignores-last-served",
+        "mistake": "claim orders the stores by name instead of by last_served_ms, "
+        "so the first store by name that has work (store-000, the noisy one in the "
+        "fairness run) is served first whenever it is under the cap.",
+        "replace": [
+            (
+                "               ORDER BY COALESCE(s.last_served_ms, 0), a.store, a.id\n",
+                "               ORDER BY a.store, a.id\n",
+            ),
+        ],
+        "caught_by": "claim serves the store that waited longest",
+    },
+    {
+        "name": "cap-on-the-first-pick-only",
+        "mistake": "claim picks the least recently served store's oldest action "
+        "first and checks the in-flight cap on that one only: when its store is "
+        "at the cap it returns None instead of going on to the next store.",
+        "replace": [
+            (
+                "               SELECT a.id, a.epoch, a.store\n",
+                "               SELECT a.id, a.epoch, a.store, COALESCE(b.n, 0)\n",
+            ),
+            ("                 AND COALESCE(b.n, 0) < ?\n", ""),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms, now_ms),",
+            ),
+            (
+                "        action_id, seen_epoch, store = row\n",
+                "        action_id, seen_epoch, store, in_flight = row\n"
+                "        if in_flight >= cfg.in_flight_cap:\n"
+                "            return None  # its store is full: wait for a free slot\n",
+            ),
+        ],
+        "caught_by": "claim skips a store at the in-flight cap",
+    },
+    {
         "name": "no-heartbeat",
         "mistake": "heartbeat reports success without extending the lease, so a "
         "slow but healthy worker loses its job.",

@@ -8,6 +8,7 @@
 // Run: node cli/bench.mjs [--n 50]   (./lab bench runs it after www/bench.mjs)
 import fs from 'node:fs';
 import os from 'node:os';
+import { benchMix } from './bench_mix.mjs';
 import { createGradingPool } from './pool.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
@@ -16,20 +17,7 @@ const N = nAt > 0 ? Number(process.argv[nAt + 1]) : 50;
 
 const pkg = await loadGrader();
 const lab = JSON.parse(new pkg.Grader().lab('deliver-once'));
-const ref = lab.reference_py;
-const mut = (from, to) => (ref.includes(from) ? ref.replace(from, to) : ref);
-const kinds = [
-  ['correct', ref],
-  ['starter', lab.starter_py],
-  ['no-nx', mut('ttl=policy.claim_ttl_s, nx=True)', 'ttl=policy.claim_ttl_s)')],
-  ['prints', ref.replace('def deliver_once(task, provider, kv, policy):\n', 'def deliver_once(task, provider, kv, policy):\n    print("delivering", task.key)\n')],
-  ['raises', 'def deliver_once(task, provider, kv, policy):\n    raise ValueError("no")\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n'],
-  ['syntax', 'def deliver_once(task, provider, kv, policy)\n    return "sent"\n'],
-  ['correct', ref],
-  ['no-done-ttl', mut('ttl=DONE_TTL_S', 'ttl=None')],
-  ['import-js', 'import js\n'],
-  ['correct', ref],
-];
+const kinds = benchMix(lab);
 const subs = Array.from({ length: N }, (_, i) => kinds[i % kinds.length]);
 
 function treeRssMb(pid) {

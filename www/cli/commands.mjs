@@ -169,7 +169,7 @@ export const BENCH = command({
   brief: 'print the benchmark figures: sizes, load, run, grading, mutation scores',
   prog: './lab bench',
   synopsis: '[options]',
-  summary: 'Builds, then prints the benchmark figures: sizes, load, run, grading, each lab\'s mutation score.',
+  summary: 'Builds, then prints the benchmark figures, each beside its anchor from the same run: sizes, load, run, grading (the pool, and the queue with one and two workers), the real run\'s phases, each lab\'s mutation score.',
   positionals: { max: 0 },
   options: {
     runs: { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), default: 20, help: 'warm runs timed in the page' },

@@ -51,10 +51,10 @@ def test_a_round_grades_only_when_it_checks_itself():
     assert fairness.validity(rows_of(90, (1.02, 1.01), (1.01, 4.4))) is None
     # the machine's load in the baseline: 8,645 ms was measured under a CPU hog
     assert fairness.validity(rows_of(8645, (1.0, 1.0), (1.0, 3.0))) == (
-        "the every-store-equal load's p95 was 8645 ms with your claim, over 400 ms for actions of 20 to 80 ms: "
+        "the every-store-equal load's p95 was 8645 ms with your claim, over 200 ms for actions of 20 to 80 ms: "
         "the machine is too loaded")
     # FIFO not told apart in the same round: 1.15x to 1.26x under load
-    assert "FIFO's all-at-once load measured only 1.26x" in fairness.validity(rows_of(200, (1.0, 1.0), (1.0, 1.26)))
+    assert "FIFO's all-at-once load measured only 1.26x" in fairness.validity(rows_of(150, (1.0, 1.0), (1.0, 1.26)))
 
 
 def test_the_verdict_comes_from_valid_rounds_only():
@@ -100,9 +100,11 @@ def fairness_run(solution, seed):
     # cluster's user (postgres, under root) can enter.
     tmp = tempfile.mkdtemp(prefix="fairness-test-")
     os.chmod(tmp, 0o755)
+    # --lease-s 5: the chaos run's database crash leaves its workers' actions to wait
+    # out a lease (30 s of a 95 s run); the fairness workers keep lab.md's lease.
     r = subprocess.run([sys.executable, os.path.join(REAL, "run.py"), solution, "--actions", "30", "--kills", "0",
-                        "--freezes", "0", "--workers", "2", "--seed", str(seed), "--fairness", "--fairness-load-s", "4",
-                        "--format", "json"], capture_output=True, text=True, timeout=300,
+                        "--freezes", "0", "--workers", "2", "--seed", str(seed), "--lease-s", "5", "--fairness",
+                        "--fairness-load-s", "4", "--format", "json"], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "TMPDIR": tmp})
     left = os.listdir(tmp)
     os.rmdir(tmp) if not left else None
@@ -137,22 +139,50 @@ def test_the_reference_passes_a_short_fairness_run_and_fifo_is_shown_beside_it()
     assert "FIFO (not graded)" in r.stderr and "one store 10x, all at once" in r.stderr
 
 
-# The catalogue's fifo-claim (src/courier/mutants.py): the oldest action in the
-# whole table, whatever its store, so one store's burst holds every other store up.
-# It fails the all-at-once row in every round (FIFO measured 1.8x to 7.2x in every run here).
-def test_a_fifo_claim_fails_the_all_at_once_row():
+def mutant_fairness_run(name, seed):
+    """fairness_run of the catalogue's mutant `name` (src/courier/mutants.py)."""
     sys.path.insert(0, os.path.join(REAL, "..", "..", "src", "courier"))
     import mutants
     with open(REFERENCE) as f:
-        wrong = mutants.apply(f.read(), next(m for m in mutants.MUTANTS if m["name"] == "fifo-claim"))
-    tmp = tempfile.mkdtemp(prefix="fifo-claim-")
+        wrong = mutants.apply(f.read(), next(m for m in mutants.MUTANTS if m["name"] == name))
+    tmp = tempfile.mkdtemp(prefix=f"{name}-")
     try:
-        path = os.path.join(tmp, "fifo.py")
+        path = os.path.join(tmp, name.replace("-", "_") + ".py")
         with open(path, "w") as f:
             f.write(wrong)
-        r, report = fairness_run(path, 23)
+        return fairness_run(path, seed)
     finally:
         shutil.rmtree(tmp)
+
+
+# Wrong claim orders from the catalogue, each failing the all-at-once row in every
+# valid round:
+# - fifo-claim: the oldest action in the whole table, whatever its store, and no cap,
+#   so one store's burst holds every worker (FIFO measured 1.8x to 7.2x in every run
+#   here);
+# - claim-ignores-last-served: stores by name, so store-000, the noisy store, goes
+#   first whenever it is under the in-flight cap: its burst holds 4 of the 12 workers
+#   and the other 99 stores share 8 (about 89% busy for them) instead of coming
+#   first. Measured with seed 23: 1.31x in the best of three valid rounds (FIFO
+#   2.56x beside it). The arrivals make it show: fairness_model.py's model with this
+#   order in place of the fair one (and 10 ms a claim) puts its all-at-once ratio at
+#   1.01x to 1.53x over seeds 1 to 20, 1.44x for seed 23, and the fair claim's at
+#   1.04x or less, so another seed may pass it; its exact catch is the unit test
+#   "claim serves the store that waited longest".
+# The catalogue's cap-on-the-first-pick-only (the cap checked on the least recently
+# served store only, None when it is full) is not here: it passes a valid run (seed
+# 23: 0.96x and 0.98x), since a store at the cap heads the fair order only when every
+# store with work was served after it, and the other stores then wait a few ms; its
+# unit test "claim skips a store at the in-flight cap" catches it.
+# fifo-claim must fail the all-at-once row past FIFO_APART_RATIO; the order by name,
+# whose harm is nearer the limit, fails a row of a valid round, whichever (under load
+# a slow spell moved its steady row over instead, measured).
+@pytest.mark.parametrize("name, seed, over", [
+    ("fifo-claim", 23, fairness.FIFO_APART_RATIO),
+    ("claim-ignores-last-served", 23, None),
+])
+def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
+    r, report = mutant_fairness_run(name, seed)
     # Never a pass: a fail in valid rounds, or (only when none could check itself) inconclusive.
     assert r.returncode in (1, 3), r.stdout + r.stderr[-3000:]
     assert all(row["ok"] for row in report["chaos"]["rows"]), "only fairness may fail"
@@ -160,9 +190,11 @@ def test_a_fifo_claim_fails_the_all_at_once_row():
     f = report["fairness"]
     if r.returncode == 1:
         assert f["verdict"] == "fail" and fairness.validity(f["rows"]) is None
-        assert len(f["rounds"]) == fairness.ROUNDS_MAX and not any(x["passed"] for x in f["rounds"])
+        assert len(f["rounds"]) == fairness.ROUNDS_MAX and not any(x["passed"] for x in f["rounds"] if x["valid"])
         bulk = next(x for x in f["rows"] if x["claim"] == "yours" and x["load"] == fairness.LOADS[2])
-        assert not bulk["ok"] and bulk["ratio"] > 1.5, bulk
+        if over is not None:
+            assert not bulk["ok"] and bulk["ratio"] > over, bulk
+        assert any(not x["ok"] and x["ratio"] > fairness.MAX_RATIO for x in f["rows"] if x["graded"]), f["rows"]
     else:
         assert f["verdict"] == "inconclusive" and not any(x["valid"] for x in f["rounds"])
 
