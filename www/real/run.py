@@ -682,7 +682,7 @@ def _main(argv, ended):
     p.add_argument("--fairness", action="store_true",
                    help="after the chaos run, the fairness benchmark in real time (about 80 s)")
     p.add_argument("--fairness-load-s", type=float, default=fairness.LOAD_S,
-                   help=f"real seconds of arrivals per fairness load (default {fairness.LOAD_S:g}; six loads)")
+                   help=f"real seconds of arrivals per fairness load (default {fairness.LOAD_S:g}; seven loads a round)")
     try:
         a = p.parse_args(argv)
     except SystemExit as e:  # --help

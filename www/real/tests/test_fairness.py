@@ -31,13 +31,16 @@ def test_the_loads_differ_only_in_the_noisy_store_and_are_seeded():
     assert all(20 <= s <= 80 for _, _, s in equal)
 
 
-def rows_of(base_ms, yours, fifo, number=1):
-    """A round's rows from p95s: `yours` and `fifo` are (steady, bulk) ratios."""
+def rows_of(base_ms, yours, fifo, number=1, again_ms=None):
+    """A round's rows from p95s: `yours` and `fifo` are (steady, bulk) ratios;
+    `again_ms` your baseline measured again at the round's end (else base_ms)."""
     out = []
     for claim, (steady, bulk) in (("yours", yours), ("fifo", fifo)):
         for load, ratio in zip(fairness.LOADS, (1.0, steady, bulk)):
             out.append({"load": load, "claim": claim, "graded": claim == "yours", "p95_ms": round(base_ms * ratio),
-                        "base_p95_ms": base_ms, "ratio": ratio, "ok": ratio <= fairness.MAX_RATIO, "round": number})
+                        "base_p95_ms": base_ms, "ratio": ratio, "ok": ratio <= fairness.MAX_RATIO, "round": number,
+                        **({"again_p95_ms": again_ms or base_ms} if (load, claim) == (fairness.LOADS[0], "yours")
+                           else {})})
     return out
 
 
@@ -55,6 +58,17 @@ def test_a_round_grades_only_when_it_checks_itself():
         "the machine is too loaded")
     # FIFO not told apart in the same round: 1.15x to 1.26x under load
     assert "FIFO's all-at-once load measured only 1.26x" in fairness.validity(rows_of(150, (1.0, 1.0), (1.0, 1.26)))
+    # the machine changed during the round: the reference's steady load measured 3.82x
+    # (608 ms) beside a CI, after a 159 ms baseline; measured again, the baseline moves
+    assert fairness.validity(rows_of(159, (3.82, 2.5), (1.02, 2.73), again_ms=420)) == (
+        "the every-store-equal load's p95 with your claim was 159 ms before the other loads and 420 ms after them, "
+        "more than 1.25x apart, so the machine changed during the round: it is too loaded")
+    # a slow baseline makes every ratio small (an unfair claim could pass): the same
+    assert "was 190 ms before the other loads and 140 ms after" in fairness.validity(
+        rows_of(190, (1.0, 1.0), (1.0, 3.0), again_ms=140))
+    # within 1.25x either way, the round grades
+    assert fairness.validity(rows_of(160, (1.0, 1.0), (1.0, 3.0), again_ms=200)) is None
+    assert fairness.validity(rows_of(200, (1.0, 1.0), (1.0, 3.0), again_ms=160)) is None
 
 
 def test_the_verdict_comes_from_valid_rounds_only():
