@@ -34,11 +34,7 @@ done
 mapfile -t labs < <("$(dirname "$0")/labs")
 ((${#labs[@]})) || { echo "error: scripts/labs named no lab" >&2; exit 1; }
 
-pinned=$(sed -nE 's/^wasm-bindgen[[:space:]]*=[[:space:]]*"=([0-9.]+)".*/\1/p' Cargo.toml | head -n1)
-if [[ -z "$pinned" ]]; then
-  echo "error: no exact pin wasm-bindgen = \"=x.y.z\" found in Cargo.toml" >&2
-  exit 1
-fi
+pinned=$("$(dirname "$0")/wasm-bindgen-pin")
 if ! command -v wasm-bindgen >/dev/null; then
   echo "error: wasm-bindgen not found; run ./lab build, which installs wasm-bindgen-cli $pinned" >&2
   exit 1
@@ -52,13 +48,6 @@ fi
 
 wasm_opt="${WASM_OPT:-wasm-opt}"
 opt_version=$("$wasm_opt" --version 2>/dev/null | sed -nE 's/.*version ([0-9]+).*/\1/p' || true)
-
-# Optimized for speed, not size: a warm run of lab 1 (issue 13's 20 ms goal) grades
-# in 9.4 ms of WASM at opt-level 3 against 15.5 ms at "z" (a JS port of the reference
-# through the grader, best of 30, measured 2026-12-02), for 27 KB more gzip in lab 1's
-# module (98 -> 125 KB) and 57 KB in the courier's (165 -> 222 KB): about 1% of
-# the page's first download, which Pyodide's 6.4 MB dominates.
-OPT_LEVEL=3
 
 # build LABS DIR [NOREF]: cargo, wasm-bindgen, wasm-opt, a load check, the sizes. LABS: the
 # ids the build holds (comma-separated; empty for every lab); NOREF: 1 to leave the
@@ -77,7 +66,7 @@ build() {
   fi
   # Set only when asked: cargo reruns build.rs when the variable's value changes.
   env -u DELIVERY_LAB_NO_REFERENCE ${nr:+DELIVERY_LAB_NO_REFERENCE=1} \
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT_LEVEL DELIVERY_LAB_ONLY="$only" \
+    DELIVERY_LAB_ONLY="$only" \
     cargo build --lib --target wasm32-unknown-unknown --release \
     --target-dir "$tdir" \
     --no-default-features ${hidden:+--features $hidden}

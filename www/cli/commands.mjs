@@ -22,8 +22,8 @@ const SEED = number({ int: true, min: 0, max: SEED_MAX });
 const HIDDEN_STATUSES = { type: 'string', value: 'each|aggregate', choices: ['each', 'aggregate'], default: 'each',
   help: 'aggregate: every report shows learners only how many hidden tests passed, not which' };
 
-/** The image PrairieLearn and Exercism run the grader in: the Node project's Node 20 on Debian. */
-export const DEFAULT_IMAGE = 'node:20-bookworm-slim';
+/** The image PrairieLearn and Exercism run the grader in: the Node project's Node 24 (the current LTS line) on Debian. */
+export const DEFAULT_IMAGE = 'node:24-bookworm-slim';
 export const PLATFORMS = Object.freeze(['gradescope', 'prairielearn', 'exercism']);
 
 /** A --host NAME: a DNS name, an IPv4 address or a bracketed IPv6 one, optionally with :port; lowercased. */

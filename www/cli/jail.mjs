@@ -34,6 +34,12 @@ const root = () => process.getuid && process.getuid() === 0;
 // it. pid_max is at most 2^22, so every uid stays below 2^31 and clear of the
 // system's (< 65536) and of the usual subordinate ranges (100000 + 65536 * n for
 // a few users). No passwd entry is needed: nothing inside looks one up.
+/**
+ * Node's permission model, a layer inside the walls, not one of them (README):
+ * stable since Node 22.13 (Node 20's was --experimental-permission).
+ */
+export const PERMISSION_FLAG = '--permission';
+
 export const SANDBOX_UID_BASE = 2 ** 30;
 export const UIDS_PER_OWNER = 64;
 const PID_MAX = 2 ** 22;
@@ -116,6 +122,8 @@ export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits
     if (st.isSymbolicLink()) binds.push('--symlink', fs.readlinkSync(top), top);
     else binds.push('--ro-bind', top, top);
   }
+  // A Node outside /usr (./lab's, from the lockfile: use_node) is one file.
+  if (argv[0] === process.execPath && !process.execPath.startsWith('/usr/')) binds.push('--ro-bind', argv[0], argv[0]);
   for (const p of readPaths) binds.push('--ro-bind', p, p);
   const jail = [
     which('bwrap') ?? 'bwrap',

@@ -22,7 +22,7 @@ import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
-import { jailCommand, jailProblem, killUid, sandboxUid, uidHasProcess } from './jail.mjs';
+import { jailCommand, jailProblem, killUid, PERMISSION_FLAG, sandboxUid, uidHasProcess } from './jail.mjs';
 import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import { graderFiles, loadGrader } from '../src/node_host.mjs';
@@ -124,7 +124,7 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
   const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
   const argv = [
     process.execPath,
-    '--experimental-permission',
+    PERMISSION_FLAG,
     ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
     ...sandboxNodeFlags(sharedCores),
     script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
@@ -561,7 +561,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
    */
   function makeFiles(outs, flags, args, what) {
     const argv = [
-      process.execPath, '--experimental-permission', ...flags, '--no-warnings',
+      process.execPath, PERMISSION_FLAG, ...flags, '--no-warnings',
       `--allow-fs-read=${WWW}*`, `--allow-fs-read=${tmp}/*`, ...outs.map((f) => `--allow-fs-write=${f}`),
       SANDBOX, ...args,
     ];

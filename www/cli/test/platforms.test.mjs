@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import Ajv from 'ajv';
 import { loadGrader } from '../../src/node_host.mjs';
 import { exercismInstructions, writePackage } from '../package.mjs';
-import { jailCommand, jailProblem, sandboxUid, SANDBOX_UID_BASE } from '../jail.mjs';
+import { jailCommand, jailProblem, sandboxUid, PERMISSION_FLAG, SANDBOX_UID_BASE } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 
 noProcessLeftAfterTests();
@@ -322,7 +322,7 @@ test('gradescope: autograder.zip runs as Gradescope runs it and writes results.j
 test('prairielearn: the question grades externally as PrairieLearn runs it and writes results.json in its format; a hostile submission is walled', LONG, async (tc) => {
   const validate = schemaOf('prairielearn');
   const out = path.join(TMP, 'prairielearn');
-  await writePackage({ platform: 'prairielearn', lab: LAB, out, image: 'node:20-bookworm-slim' });
+  await writePackage({ platform: 'prairielearn', lab: LAB, out, image: 'node:24-bookworm-slim' });
   const q = path.join(out, 'questions', LAB);
   const info = JSON.parse(fs.readFileSync(path.join(q, 'info.json'), 'utf8'));
   assert.match(info.uuid, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
@@ -619,7 +619,7 @@ test('the uid wall alone, without Node\'s permission model, keeps a sandbox from
   // results folder). Node 20 hangs in enable() when the file cannot be opened:
   // a walled run is ended after 4 s; the control exits by itself (in 2 s when idle).
   const traceRun = (prefix, cwd, killMs) => new Promise((resolve) => {
-    const child = spawn(prefix[0], [...prefix.slice(1), process.execPath, '--experimental-permission', '--no-warnings',
+    const child = spawn(prefix[0], [...prefix.slice(1), process.execPath, PERMISSION_FLAG, '--no-warnings',
       `--allow-fs-read=${probe}`, probe], { cwd, stdio: 'ignore', env: {} });
     const timer = setTimeout(() => child.kill('SIGKILL'), killMs);
     child.on('exit', () => { clearTimeout(timer); resolve(); });

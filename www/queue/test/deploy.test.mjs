@@ -87,7 +87,7 @@ test('k8s.yaml validates against the Kubernetes schema; workers have limits and 
 test('Dockerfile: every COPY source is in the repository, its commands are real entries', () => {
   const text = fs.readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
   const lines = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-  assert.match(lines[0], /^FROM node:20-/);
+  assert.match(lines[0], /^FROM node:24-/);
   for (const l of lines.filter((x) => x.startsWith('COPY '))) {
     const parts = l.split(/\s+/).slice(1);
     for (const src of parts.slice(0, -1)) assert.ok(fs.existsSync(path.join(ROOT, src)), `COPY ${src}: in the repository`);
