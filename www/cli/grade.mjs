@@ -8,7 +8,9 @@ import path from 'node:path';
 import { firstLab } from '../src/engine.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 import { hiddenSeedOf, newSecret, readSecret, SecretError, staffReplay } from './hidden.mjs';
-import { createGradingPool, jsonText, pyFilesIn, readSubmission, terminalSafe } from './pool.mjs';
+import { jsonText, terminalSafe } from './output.mjs';
+import { createGradingPool } from './pool.mjs';
+import { pyFilesIn, readSubmission } from './submissions.mjs';
 import { parseOrExit, usageExit } from './args.mjs';
 import { GRADE } from './commands.mjs';
 import { ENGINE_FORMATS, PLATFORM_FORMATS } from './formats.mjs';
@@ -155,7 +157,7 @@ function flush() {
 
 // What reaches a terminal carries no control sequence: the engine's text report
 // escapes them itself (report.rs terminal_safe), a file name gets the same here
-// (pool.mjs terminalSafe), and a JSON line is pool.mjs's jsonText.
+// (output.mjs terminalSafe), and a JSON line is output.mjs's jsonText.
 
 function textBlock(file, line, text) {
   const rule = '─'.repeat(Math.min(72, Math.max(20, file.length + 4)));

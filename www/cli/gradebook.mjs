@@ -6,9 +6,9 @@
 // score, max_score, seed, duration_ms, tests [{name, kind, status, message?}],
 // message (on error). Only example tests carry a message; a hidden test's message is
 // withheld here too, whatever the line holds. What reaches a terminal, a spreadsheet
-// or an XML parser is escaped for it: control characters as pool.mjs terminalSafe
+// or an XML parser is escaped for it: control characters as output.mjs terminalSafe
 // writes them, formulas defused, XML's five characters and what XML 1.0 cannot hold.
-import { terminalSafe } from './pool.mjs';
+import { terminalSafe } from './output.mjs';
 
 /** What a platform shows of a hidden test that did not pass (src/report.rs, the same words). */
 export const HIDDEN_MESSAGE = 'This is a hidden test: its details are not shown.';

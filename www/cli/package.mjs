@@ -36,7 +36,8 @@ function parseArgs(argv) {
 /** The grader's files under www/ (its runtime and nothing else): the CLI's pool and
  *  sandbox, the engine, the bridge, the built WASM grader, Pyodide. */
 const GRADER_FILES = [
-  'cli/platform.mjs', 'cli/pool.mjs', 'cli/frames.mjs', 'cli/jail.mjs', 'cli/procfs.mjs', 'cli/python.mjs',
+  'cli/platform.mjs', 'cli/pool.mjs', 'cli/output.mjs', 'cli/sandbox_command.mjs', 'cli/sandbox_procs.mjs',
+  'cli/spawner_client.mjs', 'cli/submissions.mjs', 'cli/frames.mjs', 'cli/jail.mjs', 'cli/procfs.mjs', 'cli/python.mjs',
   'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs', 'cli/hidden.mjs', 'cli/args.mjs', 'cli/formats.mjs',
   'src/engine.mjs', 'src/node_host.mjs', 'src/bridge.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];

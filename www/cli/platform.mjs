@@ -29,7 +29,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createGradingPool, pyFilesIn, readSubmission, CLI_LIMIT_FACTOR, SANDBOX_READS } from './pool.mjs';
+import { createGradingPool, CLI_LIMIT_FACTOR } from './pool.mjs';
+import { SANDBOX_READS } from './sandbox_command.mjs';
+import { pyFilesIn, readSubmission } from './submissions.mjs';
 import { command, number, parseOrExit, usageExit } from './args.mjs';
 import { PLATFORM_FORMATS } from './formats.mjs';
 import { GRADER_MARKER, hiddenPolicy, newSecret, PACKAGED_SECRET_FILE, readSecret, SecretError } from './hidden.mjs';
@@ -81,7 +83,7 @@ function parseArgs(argv) {
 
 const isRoot = () => process.getuid?.() === 0;
 
-/** What a sandbox reads of the grader (pool.mjs SANDBOX_READS: its own code, the bridge, Pyodide). */
+/** What a sandbox reads of the grader (sandbox_command.mjs SANDBOX_READS: its own code, the bridge, Pyodide). */
 const sandboxReads = () => SANDBOX_READS.map((p) => path.resolve(p));
 
 /** Each path under `p` (itself first), links not followed. */

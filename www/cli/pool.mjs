@@ -12,25 +12,26 @@
 //   await pool.ready;
 //   const line = await pool.grade({ lab, source, seed, format: 'json', signal });   // lab: an id, or the first
 //   await pool.close();
-import { spawn, spawnSync } from 'node:child_process';
-import { EventEmitter } from 'node:events';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
-import { jailCommand, jailProblem, killUid, PERMISSION_FLAG, sandboxUid, uidHasProcess } from './jail.mjs';
-import { cpuMsOf, descendants, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
+import { jailCommand, jailProblem, killUid, PERMISSION_FLAG, uidHasProcess } from './jail.mjs';
+import { jsonLine, jsonText } from './output.mjs';
+import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
+import { isRoot, SANDBOX, sandboxCommand, sandboxNodeFlags } from './sandbox_command.mjs';
+import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
+import { closeFd, spawnerOf } from './spawner_client.mjs';
+import { precheck } from './submissions.mjs';
 import { graderFiles, loadGrader } from '../src/node_host.mjs';
 import { firstLab } from '../src/engine.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
-const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
-const SPAWNER = fileURLToPath(new URL('spawner.mjs', import.meta.url));
 const THREAD = new URL('grader_thread.mjs', import.meta.url);
 const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
 // After this many failed sandbox starts in a row a slot is down: it tries again
@@ -64,74 +65,9 @@ const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for 
  */
 export const CLI_LIMIT_FACTOR = 4;
 export const WALL_FACTOR = 3;
-/** The longest JSON line of one submission (the report's fields are capped in the engine). */
-export const LINE_CAP_BYTES = 64 * 1024;
 /** The formats the engine renders: formats.mjs, the one list of report formats. */
 export { ENGINE_FORMATS as FORMATS } from './formats.mjs';
 export const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
-
-// What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
-// grader (www/pkg): the sandbox holds no tests and no reference.
-export const SANDBOX_READS = [
-  `${WWW}cli/sandbox.mjs`, `${WWW}cli/frames.mjs`, `${WWW}cli/python.mjs`, `${WWW}cli/wasm_memcap.mjs`,
-  `${WWW}src/engine.mjs`, `${WWW}src/bridge.py`, `${WWW}node_modules/pyodide`,
-];
-
-/**
- * Node's flags of a sandbox, past its permissions. The pool's code-cache step runs
- * with the same ones: V8 takes a code cache only from a process with its own flags.
- */
-function sandboxNodeFlags(sharedCores) {
-  return [
-    '--disallow-code-generation-from-strings',
-    '--max-old-space-size=768',
-    '--no-warnings',
-    // A sandbox lives for one submission: optimizing Pyodide's hot functions in the
-    // background (V8's TurboFan tier-up) costs more CPU than it saves in one run
-    // (measured with bench.mjs: about 800 -> 260 ms of CPU for lab 1's run).
-    '--liftoff-only',
-    // Pyodide's 9.6 MB of wasm compiled, and validated, a function at a time when
-    // first called rather than all of it at the start: a submission calls a small
-    // part of it (measured, spawn to ready: 60-90 ms less CPU per start, a run's CPU
-    // the same within noise). The binary is Pyodide's own, read-only to the sandbox.
-    '--wasm-lazy-compilation',
-    '--wasm-lazy-validation',
-    // A start allocates about 20 MB of short-lived objects: with the young
-    // generation at full size from the first allocation V8 scavenges twice instead
-    // of seven times (measured: 40-70 ms less CPU per start, 8 MB more memory).
-    '--min-semi-space-size=16',
-    // Not here, measured: --no-opt (a start about 90 ms cheaper, the courier lab's
-    // run 15% dearer), --single-threaded (no gain), --jitless (no WebAssembly).
-    // With a sandbox per core, V8's helper threads only take CPU from the other one.
-    ...(sharedCores ? ['--single-threaded-gc'] : []),
-  ];
-}
-
-const isRoot = () => process.getuid?.() === 0;
-
-/**
- * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
- * Node under its permission model, reading only SANDBOX_READS, the snapshot (and its
- * index), the code cache and the script; inside jail.mjs's walls: bubblewrap when
- * `jailed`; without it (--no-sandbox), under root still as `uid` with the rlimits,
- * not root as the rlimits alone when prlimit works here, else Node's flags alone.
- * Under root `uid` is the sandbox's own (sandboxUid(); one is taken when not given).
- * Returns { cmd, args, uid }.
- */
-export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true, uid }) {
-  const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile)] : [];
-  if (codeCacheFile) files.push(codeCacheFile);
-  const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
-  const argv = [
-    process.execPath,
-    PERMISSION_FLAG,
-    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
-    ...sandboxNodeFlags(sharedCores),
-    script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
-  ];
-  if (!jailed && !isRoot() && jailProblem({ bwrap: false })) return { cmd: argv[0], args: argv.slice(1), uid: null };
-  return jailCommand(argv, reads, { uid: uid ?? (isRoot() ? sandboxUid() : null), bwrap: jailed });
-}
 
 /**
  * The pool cannot start sandboxes (every slot's last starts failed) and retries
@@ -146,322 +82,6 @@ export class SandboxStartError extends Error {
     this.code = 'ESANDBOXSTART';
     this.retryAfterS = retryAfterS;
   }
-}
-
-// The sandbox uids this process holds (jail.mjs sandboxUid, in this process's
-// block), from the spawn until nothing of the uid lives: a uid whose sandbox has
-// not started yet is not seen in /proc, and two pools of one process share a block.
-const heldUids = new Set();
-/** A uid of its own for the next sandbox (null when none is free); null if not root. */
-function takeUid() {
-  const uid = sandboxUid(process.pid, { held: heldUids });
-  if (uid !== null) heldUids.add(uid);
-  return uid;
-}
-/** Every process of `uid` killed, then the uid free for another sandbox. */
-function releaseUid(uid) {
-  if (uid === null || uid === undefined) return;
-  killUid(uid);
-  heldUids.delete(uid);
-}
-
-// FIFO pairs the spawner makes ahead, this many at a time: each mkfifo is a process.
-const FIFO_BATCH = 8;
-
-/** A sandbox process as the pool sees it: started by the spawner, known by its pid
- *  once the spawner has told it (a kill asked for before then waits for the pid). */
-class Sandboxed extends EventEmitter {
-  pid = undefined;
-  exitCode = null;
-  signalCode = null;
-  pendingKill = null;
-  stderr = new EventEmitter();
-  kill(signal) {
-    if (this.pid === undefined) this.pendingKill = signal;
-    else try { process.kill(this.pid, signal); } catch { /* gone */ }
-  }
-}
-
-/**
- * The spawner (spawner.mjs), and the pipes of each sandbox it starts: two FIFOs of
- * the sandbox's own, made ahead in private folders under `dir` (removed with it),
- * each opened by the coordinator and by the spawner for the child, and unlinked at
- * once (the fds stay). Blocking fds on both sides: see frames.mjs.
- * Returns { ready, start(cmd, args, uid) -> { child, fdIn, fdOut }, cpuMs(), close() }.
- */
-function spawnerOf(dir) {
-  let proc = null;
-  let closing = false;
-  let nextId = 1;
-  const children = new Map();
-  const waits = new Map();
-  const stock = [];
-  let refilling = null;
-
-  function launch() {
-    const p = spawn(process.execPath, ['--no-warnings', SPAWNER], { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
-    proc = p;
-    p.stdin.on('error', () => {});
-    readline.createInterface({ input: p.stdout }).on('line', (line) => {
-      let m;
-      try { m = JSON.parse(line); } catch { return; }
-      if (m.t === 'fifos') waits.get(m.id)?.(m);
-      const child = children.get(m.id);
-      if (!child) return;
-      if (m.t === 'spawned') {
-        child.pid = m.pid;
-        child.onSpawned?.();
-        if (child.pendingKill) child.kill(child.pendingKill);
-      } else if (m.t === 'failed') {
-        child.onSpawned?.();
-        child.emit('error', new Error(m.error));
-        gone(m.id, null, 'SIGKILL');
-      } else if (m.t === 'stderr') child.stderr.emit('data', Buffer.from(String(m.data)));
-      else if (m.t === 'exit') gone(m.id, m.code, m.signal);
-    });
-    p.on('exit', () => {
-      if (proc === p) proc = null;
-      for (const w of waits.values()) w({ error: 'the spawner ended' });
-      // Its sandboxes go with it (--die-with-parent); made sure of, and told.
-      const orphans = [...children];
-      for (const [, child] of orphans) killTree(child, { now: true });
-      for (const [id, child] of orphans) {
-        child.onSpawned?.();
-        gone(id, null, 'SIGKILL');
-      }
-    });
-  }
-  function gone(id, code, signal) {
-    const child = children.get(id);
-    if (!child) return;
-    children.delete(id);
-    child.exitCode = code;
-    child.signalCode = code === null ? (signal || 'SIGKILL') : null;
-    child.emit('exit', child.exitCode, child.signalCode);
-  }
-  const send = (m) => {
-    if (closing) throw new Error('the grading pool is closed');
-    if (!proc) launch();
-    proc.stdin.write(`${JSON.stringify(m)}\n`);
-  };
-
-  function refill() {
-    if (refilling) return refilling;
-    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
-    const pairs = Array.from({ length: FIFO_BATCH }, (_, i) => [`${i}-down`, `${i}-up`]);
-    const id = nextId++;
-    refilling = new Promise((resolve) => {
-      waits.set(id, (m) => {
-        waits.delete(id);
-        refilling = null;
-        if (!m.error) stock.push(...pairs.map(([d, u]) => [path.join(batch, d), path.join(batch, u)]));
-        resolve();
-      });
-    });
-    send({ t: 'fifos', id, dir: batch, names: pairs.flat() });
-    return refilling;
-  }
-  /** A FIFO pair; made here, at a fork's cost, only if the spawner has none ready. */
-  function pair() {
-    if (stock.length <= FIFO_BATCH / 2) refill();
-    if (stock.length) return stock.shift();
-    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
-    const fifos = [path.join(batch, 'down'), path.join(batch, 'up')];
-    const r = spawnSync('mkfifo', ['-m', '600', ...fifos]);
-    if (r.status !== 0) throw new Error(`mkfifo failed: ${String(r.stderr || r.error)}`);
-    return fifos;
-  }
-
-  function start(cmd, args, uid = null) {
-    const [down, up] = pair();
-    const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
-    const child = new Sandboxed();
-    const id = nextId++;
-    let fdIn; let fdOut; let hold;
-    try {
-      // A FIFO's write end opens at once while a reader exists: a temporary one.
-      const tmp = fs.openSync(down, O_RDWR);
-      fdOut = fs.openSync(down, O_WRONLY);
-      fs.closeSync(tmp);
-      // `hold`, a writer of `up` until the child has its own end, so that a read of
-      // fdIn waits for the child instead of seeing the end of the pipe.
-      hold = fs.openSync(up, O_RDWR);
-      fdIn = fs.openSync(up, O_RDONLY);
-    } catch (e) {
-      for (const fd of [fdIn, fdOut, hold]) if (fd !== undefined) closeFd(fd);
-      fs.rmSync(down, { force: true });
-      fs.rmSync(up, { force: true });
-      throw e;
-    }
-    child.onSpawned = () => { child.onSpawned = null; closeFd(hold); };
-    children.set(id, child);
-    send({ t: 'spawn', id, cmd, args, down, up, uid });
-    return { child, fdIn, fdOut };
-  }
-
-  return {
-    ready: refill(),
-    start,
-    /** The spawner's own CPU so far, in ms (not its children's). */
-    cpuMs: () => (proc ? cpuMsOf(proc.pid) : 0),
-    close() {
-      closing = true;
-      const p = proc;
-      if (!p) return Promise.resolve();
-      return new Promise((resolve) => {
-        const t = setTimeout(() => p.kill('SIGKILL'), 5000);
-        p.on('exit', () => { clearTimeout(t); resolve(); });
-        p.stdin.end();
-      });
-    },
-  };
-}
-
-const closeFd = (fd) => { try { fs.closeSync(fd); } catch { /* closed */ } };
-
-// Sandboxes never outlive the coordinator, however it ends (bubblewrap's
-// --die-with-parent covers a coordinator that is killed).
-const live = new Set();
-const ended = (child) => child.exitCode !== null || child.signalCode !== null;
-/** SIGKILL to the processes under `child`; how many there were. */
-function killInner(child) {
-  const inner = child.pid === undefined ? [] : descendants(child.pid);
-  for (const pid of inner) {
-    try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-  }
-  return inner.length;
-}
-function killOuter(child) {
-  if (ended(child)) return;
-  if (child.pid !== undefined) try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
-  child.kill('SIGKILL');
-}
-/**
- * Kills a sandbox's processes. Under bubblewrap the first process (the child)
- * reaps the ones inside (its PID namespace ends with its init) and then exits by
- * itself: killed with them, it would leave them to the machine's init as zombies
- * of the sandbox's uid. So the ones inside are killed, again every 100 ms while it
- * lives (one that has not started them yet, booting), and the child itself only
- * if it has not ended 2 s later (a loaded machine may be that slow). Without
- * bubblewrap (no process inside), or when the coordinator exits (`now`), all at once.
- */
-function killTree(child, { now = false } = {}) {
-  if (!child || ended(child)) return;
-  const found = killInner(child);
-  if (now || (!found && !child.jailed)) {
-    killOuter(child);
-    return;
-  }
-  if (child.killing) return;
-  child.killing = true;
-  let steps = 0;
-  const step = () => {
-    if (ended(child)) return;
-    killInner(child);
-    if (++steps >= 20) killOuter(child);
-    else setTimeout(step, 100).unref?.();
-  };
-  setTimeout(step, 100).unref?.();
-}
-process.on('exit', () => {
-  for (const c of live) killTree(c, { now: true });
-  for (const uid of heldUids) killUid(uid);
-});
-
-// Characters that move a terminal's cursor, recolour, erase or reorder text: C0
-// (but newline and tab), DEL, C1, and the bidirectional and zero-width marks. The
-// same set as report.rs terminal_safe, which a test holds them to.
-const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
-const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
-/** Text fit for a terminal: each of those characters as an escape (`\x1b`, `\u202e`). */
-export const terminalSafe = (s) => String(s).replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
-/** A value as one line of JSON with each of those characters as a \u escape (the
- *  same JSON to a parser; JSON.stringify escapes only C0): what the CLI prints and
- *  serves, and what LINE_CAP_BYTES is measured on. */
-export const jsonText = (value) => JSON.stringify(value).replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
-
-/** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
-export function jsonLine(report, { file = null, durationMs = null } = {}) {
-  const line = {
-    file,
-    lab: report.lab,
-    status: report.status,
-    passed: report.passed,
-    failed: report.failed,
-    total: report.total,
-    score: report.score,
-    max_score: report.max_score,
-    seed: report.seed,
-    duration_ms: durationMs,
-    tests: report.tests.map((t) => {
-      const o = { name: t.name, kind: t.kind, status: t.status };
-      if (t.kind === 'example' && t.message != null) o.message = t.message;
-      return o;
-    }),
-    replay: report.replay,
-  };
-  if (report.status === 'error' && report.message != null) line.message = report.message;
-  // The engine caps every field, so this holds already; kept as the last word,
-  // since a file name or a future field could still make a line long.
-  if (Buffer.byteLength(jsonText(line)) > LINE_CAP_BYTES) {
-    for (const t of line.tests) if (t.message) t.message = `${t.message.slice(0, 200)}\n[cut: the report was over 64 KB]`;
-    if (line.message) line.message = line.message.slice(0, 2000);
-  }
-  return line;
-}
-
-/** The .py files at the top of `dir`, sorted: files, and links too (which
- *  readSubmission then refuses, so they are reported rather than passed over). */
-export function pyFilesIn(dir) {
-  const fileOrLink = (n) => {
-    try {
-      const st = fs.lstatSync(path.join(dir, n));
-      return st.isFile() || st.isSymbolicLink();
-    } catch {
-      return false;
-    }
-  };
-  return fs.readdirSync(dir).filter((n) => n.endsWith('.py') && fileOrLink(n)).sort();
-}
-
-/** The longest submission read (a learner's file is a few KB). */
-export const SUBMISSION_CAP_BYTES = 1 << 20;
-
-/**
- * A submission's text, or why it cannot be graded. Only a regular file is read, and
- * never through a link: submissions come from learners' archives, and a link would
- * have the coordinator, with staff's rights, read and grade whatever it points to
- * (the lab's reference, a hidden case file).
- */
-export function readSubmission(file) {
-  let fd;
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
-  } catch (e) {
-    if (e.code === 'ELOOP') return { error: 'The submission is a link, not a file, so no test ran. Submit the file itself.' };
-    throw e;
-  }
-  let bytes;
-  try {
-    const st = fs.fstatSync(fd);
-    if (!st.isFile()) return { error: 'The submission is not a regular file, so no test ran.' };
-    if (st.size > SUBMISSION_CAP_BYTES) return { error: `The submission is larger than ${SUBMISSION_CAP_BYTES >> 20} MB, so no test ran.` };
-    bytes = fs.readFileSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  try {
-    return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
-  } catch {
-    return { error: 'The file is not valid UTF-8 text, so no test ran. Save it as UTF-8.' };
-  }
-}
-
-/** Submissions that cannot be graded without running anything: the message, or null. */
-export function precheck(source) {
-  if (typeof source !== 'string') return 'The submission is not text, so no test ran.';
-  if (source.trim() === '') return 'The submission is empty, so no test ran.';
-  return null;
 }
 
 function abortError() {

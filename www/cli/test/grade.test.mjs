@@ -11,7 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadGrader } from '../../src/node_host.mjs';
-import { createGradingPool, LINE_CAP_BYTES, sandboxCommand } from '../pool.mjs';
+import { LINE_CAP_BYTES } from '../output.mjs';
+import { createGradingPool } from '../pool.mjs';
+import { sandboxCommand } from '../sandbox_command.mjs';
 import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
@@ -182,9 +184,9 @@ test('no control sequence from a submission reaches the terminal, in text or jso
 
 // One set of characters a terminal must not get raw, written twice (the engine's
 // text report, report.rs terminal_safe; the CLI's file names and JSON lines,
-// pool.mjs): held to each other over the first 0x3000 code points and U+FEFF.
+// output.mjs): held to each other over the first 0x3000 code points and U+FEFF.
 test('the engine and the CLI escape exactly the same characters for a terminal', LIMIT, async () => {
-  const { terminalSafe } = await import('../pool.mjs');
+  const { terminalSafe } = await import('../output.mjs');
   const grader = new (await loadGrader()).Grader();
   const differ = [];
   for (let cp = 0; cp <= 0x3000; cp++) {

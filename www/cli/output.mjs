@@ -1,0 +1,47 @@
+// What the CLI prints and serves of a report: text fit for a terminal, and the
+// report's JSON line, bounded.
+
+/** The longest JSON line of one submission (the report's fields are capped in the engine). */
+export const LINE_CAP_BYTES = 64 * 1024;
+
+// Characters that move a terminal's cursor, recolour, erase or reorder text: C0
+// (but newline and tab), DEL, C1, and the bidirectional and zero-width marks. The
+// same set as report.rs terminal_safe, which a test holds them to.
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
+/** Text fit for a terminal: each of those characters as an escape (`\x1b`, `\u202e`). */
+export const terminalSafe = (s) => String(s).replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
+/** A value as one line of JSON with each of those characters as a \u escape (the
+ *  same JSON to a parser; JSON.stringify escapes only C0): what the CLI prints and
+ *  serves, and what LINE_CAP_BYTES is measured on. */
+export const jsonText = (value) => JSON.stringify(value).replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
+
+/** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
+export function jsonLine(report, { file = null, durationMs = null } = {}) {
+  const line = {
+    file,
+    lab: report.lab,
+    status: report.status,
+    passed: report.passed,
+    failed: report.failed,
+    total: report.total,
+    score: report.score,
+    max_score: report.max_score,
+    seed: report.seed,
+    duration_ms: durationMs,
+    tests: report.tests.map((t) => {
+      const o = { name: t.name, kind: t.kind, status: t.status };
+      if (t.kind === 'example' && t.message != null) o.message = t.message;
+      return o;
+    }),
+    replay: report.replay,
+  };
+  if (report.status === 'error' && report.message != null) line.message = report.message;
+  // The engine caps every field, so this holds already; kept as the last word,
+  // since a file name or a future field could still make a line long.
+  if (Buffer.byteLength(jsonText(line)) > LINE_CAP_BYTES) {
+    for (const t of line.tests) if (t.message) t.message = `${t.message.slice(0, 200)}\n[cut: the report was over 64 KB]`;
+    if (line.message) line.message = line.message.slice(0, 2000);
+  }
+  return line;
+}

@@ -1,0 +1,74 @@
+// A sandbox's command line: Node under its permission model, reading only what a
+// sandbox needs (SANDBOX_READS), with its flags, inside jail.mjs's walls. Used by the
+// pool (pool.mjs) for every sandbox, and by the platform entries and the tests.
+import { fileURLToPath } from 'node:url';
+import { jailCommand, jailProblem, PERMISSION_FLAG, sandboxUid } from './jail.mjs';
+import { labsFileOf, runsFileOf } from './python.mjs';
+
+const WWW = fileURLToPath(new URL('../', import.meta.url));
+/** The sandbox's program (sandbox.mjs). */
+export const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
+
+// What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
+// grader (www/pkg): the sandbox holds no tests and no reference.
+export const SANDBOX_READS = [
+  `${WWW}cli/sandbox.mjs`, `${WWW}cli/frames.mjs`, `${WWW}cli/python.mjs`, `${WWW}cli/wasm_memcap.mjs`,
+  `${WWW}src/engine.mjs`, `${WWW}src/bridge.py`, `${WWW}node_modules/pyodide`,
+];
+
+/**
+ * Node's flags of a sandbox, past its permissions. The pool's code-cache step runs
+ * with the same ones: V8 takes a code cache only from a process with its own flags.
+ */
+export function sandboxNodeFlags(sharedCores) {
+  return [
+    '--disallow-code-generation-from-strings',
+    '--max-old-space-size=768',
+    '--no-warnings',
+    // A sandbox lives for one submission: optimizing Pyodide's hot functions in the
+    // background (V8's TurboFan tier-up) costs more CPU than it saves in one run
+    // (measured with bench.mjs: about 800 -> 260 ms of CPU for lab 1's run).
+    '--liftoff-only',
+    // Pyodide's 9.6 MB of wasm compiled, and validated, a function at a time when
+    // first called rather than all of it at the start: a submission calls a small
+    // part of it (measured, spawn to ready: 60-90 ms less CPU per start, a run's CPU
+    // the same within noise). The binary is Pyodide's own, read-only to the sandbox.
+    '--wasm-lazy-compilation',
+    '--wasm-lazy-validation',
+    // A start allocates about 20 MB of short-lived objects: with the young
+    // generation at full size from the first allocation V8 scavenges twice instead
+    // of seven times (measured: 40-70 ms less CPU per start, 8 MB more memory).
+    '--min-semi-space-size=16',
+    // Not here, measured: --no-opt (a start about 90 ms cheaper, the courier lab's
+    // run 15% dearer), --single-threaded (no gain), --jitless (no WebAssembly).
+    // With a sandbox per core, V8's helper threads only take CPU from the other one.
+    ...(sharedCores ? ['--single-threaded-gc'] : []),
+  ];
+}
+
+/** Whether this process runs as root (then each sandbox runs as a uid of its own). */
+export const isRoot = () => process.getuid?.() === 0;
+
+/**
+ * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
+ * Node under its permission model, reading only SANDBOX_READS, the snapshot (and its
+ * index), the code cache and the script; inside jail.mjs's walls: bubblewrap when
+ * `jailed`; without it (--no-sandbox), under root still as `uid` with the rlimits,
+ * not root as the rlimits alone when prlimit works here, else Node's flags alone.
+ * Under root `uid` is the sandbox's own (sandboxUid(); one is taken when not given).
+ * Returns { cmd, args, uid }.
+ */
+export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true, uid }) {
+  const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile)] : [];
+  if (codeCacheFile) files.push(codeCacheFile);
+  const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
+  const argv = [
+    process.execPath,
+    PERMISSION_FLAG,
+    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
+    ...sandboxNodeFlags(sharedCores),
+    script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
+  ];
+  if (!jailed && !isRoot() && jailProblem({ bwrap: false })) return { cmd: argv[0], args: argv.slice(1), uid: null };
+  return jailCommand(argv, reads, { uid: uid ?? (isRoot() ? sandboxUid() : null), bwrap: jailed });
+}
