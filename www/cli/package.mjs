@@ -9,7 +9,6 @@
 //   exercism     OUT/ a test runner: bin/run.sh, Dockerfile, README.md, grader/, and
 //                exercises/<lab>/ (.docs/instructions.md with its numbered tasks, the starter)
 import crypto from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -136,10 +135,30 @@ submission runs the lab's example and hidden tests.</p>
 `;
 }
 
-function zipFolder(folder, zipFile) {
-  const r = spawnSync('zip', ['-r', '-X', '-q', zipFile, '.'], { cwd: folder, encoding: 'utf8' });
-  if (r.error?.code === 'ENOENT') throw new Error('zip is not installed (./lab package installs it)');
-  if (r.status !== 0) throw new Error(`zip failed: ${r.stderr || r.error}`);
+/** Every file under `dir` (links followed, as zip does), as paths relative to it, sorted. */
+function filesUnder(dir, rel = '') {
+  return fs.readdirSync(path.join(dir, rel)).sort().flatMap((n) => {
+    const r = rel ? `${rel}/${n}` : n;
+    return fs.statSync(path.join(dir, r)).isDirectory() ? filesUnder(dir, r) : [r];
+  });
+}
+
+/**
+ * `folder` zipped into `zipFile` with fflate: each file with its Unix mode
+ * (run_autograder and setup.sh stay executable) and one fixed time, so the same
+ * folder makes the same bytes.
+ */
+async function zipFolder(folder, zipFile) {
+  const { zipSync } = await import('fflate');
+  const mtime = new Date(Date.UTC(2020, 0, 1));
+  const entries = {};
+  for (const rel of filesUnder(folder)) {
+    const file = path.join(folder, rel);
+    const mode = fs.statSync(file).mode & 0o777;
+    // Unix (os 3): the external attributes are a regular file's st_mode, high 16 bits.
+    entries[rel] = [fs.readFileSync(file), { os: 3, attrs: ((0o100000 | mode) << 16) >>> 0, mtime, level: 6 }];
+  }
+  fs.writeFileSync(zipFile, zipSync(entries));
 }
 
 /** Writes the package; returns what was written, for the summary. */
@@ -169,7 +188,7 @@ export async function writePackage(o) {
       writeFile(path.join(stage, 'setup.sh'), fill('gradescope', 'setup.sh', vars), { exec: true });
       writeFile(path.join(stage, 'run_autograder'), fill('gradescope', 'run_autograder', vars), { exec: true });
       writeFile(path.join(stage, 'README.md'), fill('gradescope', 'README.md', vars));
-      zipFolder(stage, path.join(o.out, 'autograder.zip'));
+      await zipFolder(stage, path.join(o.out, 'autograder.zip'));
     } finally {
       fs.rmSync(stage, { recursive: true, force: true });
     }
