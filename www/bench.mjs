@@ -25,15 +25,15 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { LAUNCH, startServer } from './browser.mjs';
 import { loadNodeEngine } from './src/node_host.mjs';
+import { parseOrExit } from './cli/args.mjs';
+import { BENCH } from './cli/commands.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
-};
-const RUNS = arg('--runs', 20);
-const VISITS = arg('--visits', 5);
-const FIRST = arg('--first', 3);
+// The command line, by ./lab bench's table (cli/commands.mjs BENCH).
+const { values: opts } = parseOrExit(BENCH, process.argv.slice(2), 'bench');
+const RUNS = opts.runs;
+const VISITS = opts.visits;
+const FIRST = opts.first;
 const COURIER_REFERENCE = fs.readFileSync(new URL('../src/courier/reference.py', import.meta.url), 'utf8');
 const COURIER_RUNS = 3;
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
@@ -282,11 +282,6 @@ const VENV_PY = path.join(REPO, '.venv', 'bin', 'python');
 // action waits one for a taker), fairness loads of 4 s; the seed and the rest as the
 // full run's defaults.
 const REAL_SHORT = ['--actions', '400', '--kills', '40', '--lease-s', '5', '--fairness-load-s', '4'];
-const flag = (name) => process.argv.includes(name);
-const argText = (name) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-};
 
 /** The machine's CPU time so far, all processes (/proc/stat): busy and total jiffies. */
 function machineCpu() {
@@ -334,7 +329,7 @@ function realTimeLine(report) {
 }
 
 async function realBench() {
-  const saved = argText('--real-json');
+  const saved = opts['real-json'];
   if (saved) {
     const report = JSON.parse(fs.readFileSync(saved, 'utf8').trim().split('\n').pop());
     console.log(`\n6. Courier lab, the real run, from ${saved} (seed ${report.seed}; ${report.replay ?? ''}): no anchor`);
@@ -345,8 +340,8 @@ async function realBench() {
     console.log('\n6. Courier lab, the real run: skipped, .venv/bin/python is missing (./lab real makes it)');
     return;
   }
-  const size = flag('--real-full') ? [] : REAL_SHORT;
-  const what = flag('--real-full') ? 'the full run (2,000 actions, 200 kills, 8 workers, fairness loads of 10 s)'
+  const size = opts['real-full'] ? [] : REAL_SHORT;
+  const what = opts['real-full'] ? 'the full run (2,000 actions, 200 kills, 8 workers, fairness loads of 10 s)'
     : `shortened (${REAL_SHORT.join(' ')}; --real-full for the full run)`;
   try {
     // The anchor first: the same actions, seed and lease with no kills and no freezes
@@ -366,7 +361,7 @@ async function realBench() {
   }
 }
 
-if (flag('--real-only')) await realBench();
+if (opts['real-only']) await realBench();
 else {
   await main();
   await realBench();

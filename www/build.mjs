@@ -39,23 +39,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
-import { parseOrigin } from './origin.mjs';
+import { parseOrExit, usageExit } from './cli/args.mjs';
+import { allowedOrigin, BUILD } from './cli/commands.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');
 const NO_HIDDEN_PKG = path.join(WWW, '..', 'target', 'pkg-no-hidden');
 const NO_REFERENCE_PKG = path.join(WWW, '..', 'target', 'pkg-no-reference');
 const PYODIDE = path.join(WWW, 'node_modules', 'pyodide');
-const args = process.argv.slice(2);
-const flag = (f) => args.includes(f);
-const dev = flag('--dev');
-const allowOrigins = parseAllowOrigins(args);
-const noHidden = flag('--no-hidden');
+// The command line, by ./lab build's table (cli/commands.mjs BUILD): a refused one exits 2.
+const { values: opts } = parseOrExit(BUILD, process.argv.slice(2), 'build');
+const dev = opts.dev;
+const allowOrigins = parseAllowOrigins(opts['allow-origin']);
+const noHidden = opts['no-hidden'];
 // A page without hidden tests carries no reference either: it is what they would check.
-const noReference = noHidden || flag('--no-reference');
-const outAt = args.indexOf('--out');
-if (outAt >= 0 && (outAt + 1 >= args.length || args[outAt + 1].startsWith('--'))) fail('--out needs a folder');
-const DIST = outAt >= 0 ? path.resolve(args[outAt + 1])
+const noReference = noHidden || opts['no-reference'];
+const DIST = opts.out !== undefined ? path.resolve(opts.out)
   : path.join(WWW, noHidden ? 'dist-no-hidden' : noReference ? 'dist-no-reference' : 'dist');
 // The grader this build ships: www/pkg, or the one without hidden tests, or the one
 // whose page graders carry no reference.
@@ -75,20 +74,16 @@ function fail(message) {
  * nothing else. Whoever frames the page picks its `host-origin`; only this list,
  * fixed where the lab is deployed, decides whom it may trust, so it must be exact.
  */
-function parseAllowOrigins(argv) {
-  const values = [];
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--allow-origin') {
-      if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail('--allow-origin needs an origin, e.g. --allow-origin https://course.example');
-      values.push(argv[++i]);
-    } else if (argv[i].startsWith('--allow-origin=')) {
-      values.push(argv[i].slice('--allow-origin='.length));
-    }
-  }
+function parseAllowOrigins(values) {
   const origins = [];
   for (const value of values.flatMap((v) => v.split(','))) {
-    const { origin, error } = parseOrigin(value.trim());
-    if (error) fail(error);
+    let origin;
+    try {
+      origin = allowedOrigin(value.trim());
+    } catch (e) {
+      if (!e.usage) throw e;
+      usageExit(BUILD, e.message, 'build');
+    }
     if (!origins.includes(origin)) origins.push(origin);
   }
   return origins;
@@ -201,7 +196,7 @@ function copy(from, to) {
 
 async function main() {
   const t0 = performance.now();
-  if (!flag('--no-wasm')) buildWasm();
+  if (!opts['no-wasm']) buildWasm();
   const grader = await checkGrader();
   const pyodideVersion = JSON.parse(fs.readFileSync(path.join(PYODIDE, 'package.json'), 'utf8')).version;
 

@@ -191,6 +191,7 @@ export const MUTANTS = command({
   options: {
     lab: { type: 'string', value: 'ID', help: 'one lab', defaultText: 'every lab' },
     update: { type: 'boolean', default: false, help: 'rewrite tests/mutation/LAB.json for the current reference' },
+    bench: { type: 'boolean', default: false, hidden: true, help: './lab bench\'s figures: a lab whose last run took long is not run again, its recorded figures are printed' },
   },
 });
 

@@ -26,6 +26,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { loadGrader, loadNodeEngine } from '../src/node_host.mjs';
+import { parseOrExit, usageExit } from './args.mjs';
+import { MUTANTS } from './commands.mjs';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const VENV_PY = path.join(REPO, '.venv/bin/python');
@@ -291,12 +293,12 @@ export function scoreLine(run, list, how = `in ${run.seconds.toFixed(0)} s`) {
 const recordedRun = (lab, list) => ({ lab, total: list.mutants, killed: list.killed, survivors: list.equivalent, tool: list.tool, seconds: list.seconds });
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const args = process.argv.slice(2);
-  const update = args.includes('--update');
-  const bench = args.includes('--bench');
-  const at = args.indexOf('--lab');
+  // The command line, by ./lab mutants's table (commands.mjs MUTANTS; --bench is ./lab bench's).
+  const { values: { update, bench, lab: one } } = parseOrExit(MUTANTS, process.argv.slice(2), 'mutants');
   const grader = new (await loadGrader()).Grader();
-  const labs = at >= 0 ? [args[at + 1]] : JSON.parse(grader.labs()).map((l) => l.id);
+  const ids = JSON.parse(grader.labs()).map((l) => l.id);
+  if (one !== undefined && !ids.includes(one)) usageExit(MUTANTS, `--lab ${JSON.stringify(one)} is not a lab (${ids.join(', ')})`, 'mutants');
+  const labs = one !== undefined ? [one] : ids;
   let bad = false;
   for (const lab of labs) {
     const recorded = readList(lab);

@@ -380,12 +380,12 @@ test('build.mjs writes the origins into build.json and refuses one that is not a
     ['ftp://course.example', /--allow-origin "ftp:\/\/course\.example" is not an origin/],
     ['https://course.example:443', /did you mean https:\/\/course\.example\?/],
     ['https://course.example,', /--allow-origin got an empty origin/],
-    [null, /--allow-origin needs an origin/],
+    [null, /--allow-origin needs a value/],
   ];
   for (const [value, message] of refused) {
     const args = ['build.mjs', '--no-wasm', '--out', out, '--allow-origin', ...(value === null ? [] : [value])];
     const r = spawnSync(process.execPath, args, { cwd: WWW, encoding: 'utf8' });
-    assert.equal(r.status, 1, `${value}: exit ${r.status}\n${r.stdout}${r.stderr}`);
+    assert.equal(r.status, 2, `${value}: exit ${r.status}\n${r.stdout}${r.stderr}`);
     assert.match(r.stderr, message, String(value));
     assert.equal(fs.existsSync(out), false, `${value}: it built anyway`);
   }

@@ -104,7 +104,8 @@ test('./lab COMMAND --help: the command\'s usage and every option of its table, 
 
 test('the Node scripts\' own --help: the same tables, exit 0', LIMIT, () => {
   for (const [script, name, prog] of [['cli/grade.mjs', 'grade', './lab grade'], ['cli/package.mjs', 'package', './lab package'],
-    ['serve.mjs', 'serve', 'node serve.mjs'], ['cli/platform.mjs', null, 'node platform.mjs']]) {
+    ['serve.mjs', 'serve', 'node serve.mjs'], ['cli/platform.mjs', null, 'node platform.mjs'], ['build.mjs', 'build', './lab build'],
+    ['cli/mutation.mjs', 'mutants', './lab mutants'], ['bench.mjs', 'bench', './lab bench']]) {
     const r = spawnSync(process.execPath, [script, '--help'], { cwd: WWW, encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 0, `${script}: ${r.stderr}`);
     assert.ok(r.stdout.startsWith(`usage: ${prog} `), `${script}:\n${r.stdout}`);
