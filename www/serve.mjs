@@ -47,6 +47,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
 import { command, usageExit, UsageError } from './cli/args.mjs';
 import { allowedOrigin, hostName, SERVE } from './cli/commands.mjs';
+import Ajv from 'ajv';
 import { SEED_MAX } from './src/engine.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -221,6 +222,36 @@ async function knownLabs(root) {
  * (its error's code is ESANDBOXSTART) 503 with Retry-After, `{error, retry_after_s}`.
  * Returns (req, res) => void, with .stats() for tests and logs.
  */
+/** POST /grade's body, the one statement of its shape: ajv checks every request against it. */
+export const GRADE_REQUEST_SCHEMA = Object.freeze({
+  type: 'object',
+  properties: {
+    lab: { type: 'string', minLength: 1 },
+    source: { type: 'string' },
+    seed: { type: 'integer', minimum: 0, maximum: SEED_MAX },
+  },
+  required: ['lab', 'source'],
+  additionalProperties: false,
+});
+const validateGradeRequest = new Ajv({ allErrors: true, strict: true }).compile(GRADE_REQUEST_SCHEMA);
+/** What each field's errors say, whichever of its rules it broke. */
+const FIELD_PROBLEMS = {
+  lab: '"lab" must be a lab id, a string',
+  source: '"source" must be the Python source, a string',
+  seed: `"seed", when given, must be a whole number from 0 to ${SEED_MAX}`,
+};
+
+/** Why `body` (parsed JSON) is not a grading request, or null: from ajv's errors, by field and keyword. */
+export function gradeRequestProblem(body) {
+  if (validateGradeRequest(body)) return null;
+  const errors = validateGradeRequest.errors;
+  if (errors.some((e) => e.instancePath === '' && e.keyword === 'type')) return 'the body must be a JSON object {"lab": "...", "source": "..."}';
+  const fieldOf = (e) => (e.keyword === 'required' ? e.params.missingProperty : e.instancePath.slice(1));
+  for (const field of Object.keys(FIELD_PROBLEMS)) if (errors.some((e) => fieldOf(e) === field)) return FIELD_PROBLEMS[field];
+  const extra = errors.filter((e) => e.keyword === 'additionalProperties').map((e) => e.params.additionalProperty);
+  return `unknown field(s): ${extra.join(', ')}; send lab, source and optionally seed`;
+}
+
 export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefined, jobs = 1, maxBodyBytes = GRADE_LIMITS.maxBodyBytes,
   maxWaiting = jobs * GRADE_LIMITS.waitingPerJob, perClient, retryAfterS = GRADE_LIMITS.retryAfterS,
   bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, allowOrigins = [], headers = {} }) {
@@ -345,15 +376,9 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
     } catch (e) {
       return refuse(res, 400, `the body is not valid JSON (${e.message})`);
     }
-    if (!body || typeof body !== 'object' || Array.isArray(body)) return refuse(res, 400, 'the body must be a JSON object {"lab": "...", "source": "..."}');
+    const problem = gradeRequestProblem(body);
+    if (problem) return refuse(res, 400, problem);
     const { lab, source, seed } = body;
-    if (typeof lab !== 'string' || !lab) return refuse(res, 400, '"lab" must be a lab id, a string');
-    if (typeof source !== 'string') return refuse(res, 400, '"source" must be the Python source, a string');
-    if (seed !== undefined && !(Number.isSafeInteger(seed) && seed >= 0 && seed <= SEED_MAX)) {
-      return refuse(res, 400, `"seed", when given, must be a whole number from 0 to ${SEED_MAX}`);
-    }
-    const extra = Object.keys(body).filter((k) => !['lab', 'source', 'seed'].includes(k));
-    if (extra.length) return refuse(res, 400, `unknown field(s): ${extra.join(', ')}; send lab, source and optionally seed`);
     if (labs && !labs.includes(lab)) return refuse(res, 404, `unknown lab "${lab.slice(0, 80)}"; this server grades: ${labs.join(', ')}`);
     if (inFlight >= capacity) return busy(res, `too many submissions at once (${jobs} grading, ${maxWaiting} waiting)`);
     const mine = byClient.get(client) ?? 0;

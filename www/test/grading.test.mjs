@@ -27,7 +27,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
-import { serve, createGradeHandler } from '../serve.mjs';
+import { serve, createGradeHandler, gradeRequestProblem } from '../serve.mjs';
 import { loadGrader, loadNodeEngine } from '../src/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -250,6 +250,24 @@ test('POST /grade returns the CLI json report with the hidden results (fake pool
   assert.equal(mutant.json.status, 'fail');
   assert.equal(String(mutant.json.seed), '7');
   assert.equal(mutant.json.tests.find((t) => t.name === 'the claim uses nx and claim_ttl_s, and the done marker lives exactly DONE_TTL_S').status, 'fail');
+});
+
+// The request's shape is one schema (serve.mjs GRADE_REQUEST_SCHEMA, checked by ajv);
+// each broken rule is said by field, in the words the server has always used.
+test('a request body against the schema: each broken rule named by its field', () => {
+  const object = 'the body must be a JSON object {"lab": "...", "source": "..."}';
+  const lab = '"lab" must be a lab id, a string';
+  const source = '"source" must be the Python source, a string';
+  const seed = '"seed", when given, must be a whole number from 0 to 4294967295';
+  for (const [body, problem] of [
+    [{ lab: 'x', source: 'y' }, null], [{ lab: 'x', source: 'y', seed: 5 }, null], [{ lab: 'x', source: '', seed: 0 }, null],
+    [null, object], [[], object], ['s', object], [7, object],
+    [{}, lab], [{ lab: '' }, lab], [{ lab: 3, source: 's', z: 1 }, lab],
+    [{ lab: 'a' }, source], [{ lab: 'a', source: 1 }, source],
+    [{ lab: 'a', source: 's', seed: -1 }, seed], [{ lab: 'a', source: 's', seed: 1.5 }, seed], [{ lab: 'a', source: 's', seed: 2 ** 32 + 5 }, seed],
+    [{ lab: 'a', source: 's', file: '/etc/passwd', x: 1 }, 'unknown field(s): file, x; send lab, source and optionally seed'],
+    [JSON.parse('{"lab": "a", "source": "s", "__proto__": {"seed": 1}}'), 'unknown field(s): __proto__; send lab, source and optionally seed'],
+  ]) assert.equal(gradeRequestProblem(body), problem, JSON.stringify(body));
 });
 
 test('bad requests get clear 4xx answers (fake pool)', LIMIT, async () => {
