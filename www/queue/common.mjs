@@ -97,7 +97,12 @@ export async function startBoss(connectionString, { onError, supervise = true, m
     maintenanceIntervalSeconds, monitorStateIntervalSeconds: 60, archiveCompletedAfterSeconds: 3600,
   });
   boss.on('error', (e) => onError?.(e));
-  await boss.start();
+  try {
+    await boss.start();
+  } catch (e) {
+    await boss.stop({ graceful: false, wait: false }).catch(() => {});
+    throw e;
+  }
   return boss;
 }
 
@@ -153,6 +158,30 @@ export function transient(e) {
   const code = e?.code ?? '';
   return /^(08|57P0|53)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EPIPE', 'ETIMEDOUT'].includes(code)
     || /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i.test(String(e?.message));
+}
+
+/** How long a front or a worker that is starting waits for the queue's database
+ *  (down, or restarting after a crash) before it gives up and exits. */
+export const START_WAIT_S = 120;
+
+/**
+ * `fn()`, again while it fails because the database is away (transient), waiting
+ * twice as long each time (up to 5 s) for at most `waitS`; `log` says so once. A
+ * worker restarted while PostgreSQL restarts waits for it instead of exiting.
+ */
+export async function whileAway(fn, { log, waitS = START_WAIT_S } = {}) {
+  const until = Date.now() + waitS * 1000;
+  let said = false;
+  for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 5000)) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!transient(e) || Date.now() + delayMs > until) throw e;
+      if (!said) log?.(`the queue's database is not reachable (${e.message}): trying again for up to ${waitS} s`);
+      said = true;
+      await sleep(delayMs);
+    }
+  }
 }
 
 /** The reaper: leases past their time are taken back (the job failed into the queue

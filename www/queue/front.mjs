@@ -26,7 +26,7 @@ import { hiddenPolicy, newSecret, readSecret } from '../cli/hidden.mjs';
 import { command, number, parseOrExit, usageExit } from '../cli/args.mjs';
 import { allowedOrigin, SERVE } from '../cli/commands.mjs';
 import {
-  SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx,
+  SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
 } from './common.mjs';
 
 export const FRONT_LIMITS = Object.freeze({
@@ -65,9 +65,9 @@ export async function createQueueFront({ connectionString, hiddenOf, secretFile,
   let dbProblem = null;
   const onDbError = (e) => { dbProblem = e.message; };
   const pool = makePool(connectionString, { max: 8, onError: onDbError });
-  await ensureSchema(pool);
-  const boss = await startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) });
-  await ensureQueue(boss, queue);
+  await whileAway(() => ensureSchema(pool), { log });
+  const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
+  await whileAway(() => ensureQueue(boss, queue), { log });
 
   const counts = { accepted: 0, cached: 0, repeated: 0, refused: 0, conflicts: 0, waited: 0, waitTimeouts: 0, unavailable: 0, failed: 0 };
   const waiters = new Map(); // id -> Set of resolve(report|null)

@@ -19,7 +19,7 @@ import { parseOrExit } from '../cli/args.mjs';
 import { WORKER } from '../cli/commands.mjs';
 import { createGradingPool } from '../cli/pool.mjs';
 import {
-  SCHEMA, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx,
+  SCHEMA, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
 } from './common.mjs';
 
 const W = WORKER.options;
@@ -36,9 +36,9 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
   const build = buildId(pkgDir);
   const queue = queueName(build);
   const db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`) });
-  await ensureSchema(db);
-  const boss = await startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) });
-  await ensureQueue(boss, queue);
+  await whileAway(() => ensureSchema(db), { log });
+  const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
+  await whileAway(() => ensureQueue(boss, queue), { log });
   const grader = gradingPool ?? createGradingPool({ jobs, ...(timeoutS ? { timeoutS } : {}), ...(wallFactor ? { wallFactor } : {}), ...(memoryMb ? { memoryMb } : {}), sandbox, ...(pkgDir ? { pkgDir } : {}) });
   await grader.ready;
 
