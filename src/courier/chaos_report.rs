@@ -107,3 +107,60 @@ fn row(label: &str, value: String, must: &str, ok: bool) -> FigureRow {
         ok,
     }
 }
+
+impl ChaosReport {
+    /// The chaos test's message: the run in a line, each row, the crashes, and the
+    /// stories of the first actions that broke a row.
+    pub fn text(&self, seed: u64) -> String {
+        let r = self;
+        let mut out = vec![
+            format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
+                r.kills_total(),
+                r.kills_by_name().iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
+                r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
+            String::new(),
+        ];
+        out.extend(r.rows().into_iter().map(|x| {
+            let mark = if x.ok { "ok  " } else { "FAIL" };
+            format!("{mark} {}: {} (must be {})", x.label, x.value, x.must)
+        }));
+        if r.crashes > 0 {
+            out.push(String::new());
+            out.push(format!(
+                "{} steps raised or returned the wrong shape (the worker restarted):",
+                r.crashes
+            ));
+            out.extend(
+                r.crash_messages
+                    .iter()
+                    .map(|m| format!("  {}", crate::report::cap_chars(m, 1500))),
+            );
+        }
+        for (a, why) in r.failing.iter().take(3) {
+            out.push(String::new());
+            out.push(format!("Action {a}: {why}. Its story, in lab time:"));
+            // A long story keeps its start and its end.
+            let lines: Vec<_> = r.stories.get(a).into_iter().flatten().collect();
+            const HEAD: usize = 24;
+            const TAIL: usize = 8;
+            for (i, l) in lines.iter().enumerate() {
+                if i == HEAD && lines.len() > HEAD + TAIL {
+                    out.push(format!(
+                        "  ... {} more lines ...",
+                        lines.len() - HEAD - TAIL
+                    ));
+                }
+                if i < HEAD || i + TAIL >= lines.len() || lines.len() <= HEAD + TAIL {
+                    out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));
+                }
+            }
+        }
+        if r.failing.len() > 3 {
+            out.push(format!(
+                "\n({} more actions broke a row.)",
+                r.failing.len() - 3
+            ));
+        }
+        out.join("\n")
+    }
+}

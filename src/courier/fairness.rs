@@ -5,6 +5,7 @@
 //! barely moves the queue by itself: what moves p95 is the scheduler.
 
 use super::sim::{action_row, read_claim, store_name, Call, Config, Host, RunStop, StepWorld};
+use crate::report::{Bar, BarGroup, Figure};
 use crate::rng::SeededRng;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -249,4 +250,87 @@ pub fn fairness_run(host: &mut dyn Host, plan: &FairPlan) -> FairnessReport {
         }
     }
     report
+}
+
+/// `1.05x`, in integer hundredths (float formatting with a precision costs the
+/// WASM ~8 KB).
+fn times(ratio: f64) -> String {
+    let c = (ratio * 100.0).round() as i64;
+    format!("{}.{:02}x", c / 100, c % 100)
+}
+
+/// The fairness run as the page draws it: per load, your claim's ratio and FIFO's.
+pub fn bars(yours: &FairnessReport, fifo: &FairnessReport) -> Figure {
+    let bar = |label: &str, r: Option<&FairRow>| Bar {
+        label: label.into(),
+        ratio: r.map_or(0.0, |r| r.ratio),
+        value: r.map_or_else(|| "not run".into(), |r| format!("{} ms", r.p95_ms)),
+    };
+    Figure::Bars {
+        caption: "The other 99 stores' p95 latency against the run where every store is equal"
+            .into(),
+        limit: yours.max_ratio,
+        groups: LOADS
+            .iter()
+            .enumerate()
+            .map(|(i, load)| BarGroup {
+                label: load_name(*load).into(),
+                bars: vec![
+                    bar("your claim", yours.rows.get(i)),
+                    bar("FIFO", fifo.rows.get(i)),
+                ],
+            })
+            .collect(),
+    }
+}
+
+pub fn text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
+    let mut out = vec![format!(
+        "The other 99 stores' p95 latency (arrival to the message going out, lab ms), against the run where every store is equal; passes within {}%.",
+        ((yours.max_ratio - 1.0) * 100.0).round() as i64
+    )];
+    if let Some(e) = &yours.error {
+        out.push(format!("Your claim could not finish the run: {e}"));
+    }
+    out.push(String::new());
+    out.push(format!(
+        "{:<30} {:>18} {:>18}",
+        "load", "your claim", "FIFO"
+    ));
+    let bar = |ratio: f64| "#".repeat(((ratio * 10.0).round() as usize).min(40));
+    for (i, y) in yours.rows.iter().enumerate() {
+        let f = fifo.rows.get(i);
+        out.push(format!(
+            "{:<30} {:>9} ms {:>6} {:>9} ms {:>6}",
+            load_name(y.load),
+            y.p95_ms,
+            times(y.ratio),
+            f.map_or(0, |f| f.p95_ms),
+            times(f.map_or(0.0, |f| f.ratio))
+        ));
+    }
+    out.push(String::new());
+    for (i, y) in yours.rows.iter().enumerate() {
+        out.push(format!(
+            "  yours {:<28} {} {}",
+            load_name(y.load),
+            bar(y.ratio),
+            times(y.ratio)
+        ));
+        if let Some(f) = fifo.rows.get(i) {
+            out.push(format!(
+                "  FIFO  {:<28} {} {}",
+                load_name(f.load),
+                bar(f.ratio),
+                times(f.ratio)
+            ));
+        }
+    }
+    if yours.rows.iter().any(|r| r.bad_claims > 0) {
+        out.push(
+            "\nYour claim returned actions that were not waiting (already claimed or dispatched)."
+                .into(),
+        );
+    }
+    out.join("\n")
 }

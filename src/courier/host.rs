@@ -1,8 +1,9 @@
 //! What a courier run reaches the learner's code through: one call of a piece, the
-//! world's answer at each statement and provider call, the host that holds the
-//! database, and why a run stopped.
+//! host that holds the database, and why a run stopped. The world's answer at each
+//! statement and provider call is `faults.rs`'s.
 
-use super::provider::{LookupAnswer, SendAnswer, Webhook};
+pub use super::faults::{Fault, Faults, Killed};
+use super::provider::Webhook;
 use super::step_world::StepWorld;
 use super::tables::{ActionRow, Config, Tables};
 use crate::value::{LearnerError, Value};
@@ -54,36 +55,6 @@ impl Call {
             Call::Merge { .. } => "merge",
         }
     }
-}
-
-/// The world's answer at a database statement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Fault {
-    Go,
-    /// The worker dies here: the host rolls its transaction back and stops the step.
-    Kill,
-    /// The database is restarting: the host rolls back and the statement fails.
-    DbDown,
-}
-
-/// The worker was killed at this provider call (before or after the request left).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Killed;
-
-/// The world as one step sees it: every statement and provider call asks it first.
-pub trait Faults {
-    fn statement(&mut self, in_tx: bool) -> Fault;
-    /// `committed_attempts`: the outbox row's `attempts` as committed when the request
-    /// leaves (read by the host outside the learner's transaction; None: no row).
-    fn send(
-        &mut self,
-        key: &str,
-        phone: &str,
-        body: &str,
-        committed_attempts: Option<i64>,
-    ) -> Result<SendAnswer, Killed>;
-    fn lookup(&mut self, key: &str) -> Result<LookupAnswer, Killed>;
 }
 
 /// Why a run, or a trusted host operation, ended before its end. Typed, so that no

@@ -9,6 +9,7 @@
 pub mod chaos_plan;
 pub mod chaos_report;
 pub mod fairness;
+pub mod faults;
 pub mod host;
 pub mod learner;
 pub mod provider;
@@ -24,10 +25,10 @@ pub mod variant;
 
 use crate::lab::{HiddenInputs, Lab, LabInfo, LabTask, LearnerHost, RunMode, TimeLimit};
 use crate::report::{
-    Audience, Bar, BarGroup, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
+    Audience, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
 };
-use fairness::{fairness_run, load_name, FairPlan, FairnessReport};
-use sim::{chaos_run, ChaosPlan, ChaosReport, Host, RunStop};
+use fairness::{fairness_run, FairPlan};
+use sim::{chaos_run, ChaosPlan, Host, RunStop};
 use units::{run_case, UnitCase};
 
 pub const ID: &str = "courier";
@@ -199,141 +200,6 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
     TestReport::new(name, TestKind::Example, status, Some(message))
 }
 
-pub fn chaos_text(r: &ChaosReport, seed: u64) -> String {
-    let mut out = vec![
-        format!("Seed {seed}; {} kills ({}), {} zombies, {} slow workers, the database down from {} to {} ms; {} steps, ended at {} ms of lab time.",
-            r.kills_total(),
-            r.kills_by_name().iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
-            r.zombies, r.slow, r.db_restart.0, r.db_restart.1, r.steps, r.end_ms),
-        String::new(),
-    ];
-    out.extend(r.rows().into_iter().map(|x| {
-        let mark = if x.ok { "ok  " } else { "FAIL" };
-        format!("{mark} {}: {} (must be {})", x.label, x.value, x.must)
-    }));
-    if r.crashes > 0 {
-        out.push(String::new());
-        out.push(format!(
-            "{} steps raised or returned the wrong shape (the worker restarted):",
-            r.crashes
-        ));
-        out.extend(
-            r.crash_messages
-                .iter()
-                .map(|m| format!("  {}", crate::report::cap_chars(m, 1500))),
-        );
-    }
-    for (a, why) in r.failing.iter().take(3) {
-        out.push(String::new());
-        out.push(format!("Action {a}: {why}. Its story, in lab time:"));
-        // A long story keeps its start and its end.
-        let lines: Vec<_> = r.stories.get(a).into_iter().flatten().collect();
-        const HEAD: usize = 24;
-        const TAIL: usize = 8;
-        for (i, l) in lines.iter().enumerate() {
-            if i == HEAD && lines.len() > HEAD + TAIL {
-                out.push(format!(
-                    "  ... {} more lines ...",
-                    lines.len() - HEAD - TAIL
-                ));
-            }
-            if i < HEAD || i + TAIL >= lines.len() || lines.len() <= HEAD + TAIL {
-                out.push(format!("  {:>9} ms  {}", l.t_ms, l.what));
-            }
-        }
-    }
-    if r.failing.len() > 3 {
-        out.push(format!(
-            "\n({} more actions broke a row.)",
-            r.failing.len() - 3
-        ));
-    }
-    out.join("\n")
-}
-
-/// `1.05x`, in integer hundredths (float formatting with a precision costs the
-/// WASM ~8 KB).
-fn times(ratio: f64) -> String {
-    let c = (ratio * 100.0).round() as i64;
-    format!("{}.{:02}x", c / 100, c % 100)
-}
-
-/// The fairness run as the page draws it: per load, your claim's ratio and FIFO's.
-pub fn fairness_bars(yours: &FairnessReport, fifo: &FairnessReport) -> Figure {
-    let bar = |label: &str, r: Option<&fairness::FairRow>| Bar {
-        label: label.into(),
-        ratio: r.map_or(0.0, |r| r.ratio),
-        value: r.map_or_else(|| "not run".into(), |r| format!("{} ms", r.p95_ms)),
-    };
-    Figure::Bars {
-        caption: "The other 99 stores' p95 latency against the run where every store is equal"
-            .into(),
-        limit: yours.max_ratio,
-        groups: fairness::LOADS
-            .iter()
-            .enumerate()
-            .map(|(i, load)| BarGroup {
-                label: load_name(*load).into(),
-                bars: vec![
-                    bar("your claim", yours.rows.get(i)),
-                    bar("FIFO", fifo.rows.get(i)),
-                ],
-            })
-            .collect(),
-    }
-}
-
-pub fn fairness_text(yours: &FairnessReport, fifo: &FairnessReport) -> String {
-    let mut out = vec![format!(
-        "The other 99 stores' p95 latency (arrival to the message going out, lab ms), against the run where every store is equal; passes within {}%.",
-        ((yours.max_ratio - 1.0) * 100.0).round() as i64
-    )];
-    if let Some(e) = &yours.error {
-        out.push(format!("Your claim could not finish the run: {e}"));
-    }
-    out.push(String::new());
-    out.push(format!(
-        "{:<30} {:>18} {:>18}",
-        "load", "your claim", "FIFO"
-    ));
-    let bar = |ratio: f64| "#".repeat(((ratio * 10.0).round() as usize).min(40));
-    for (i, y) in yours.rows.iter().enumerate() {
-        let f = fifo.rows.get(i);
-        out.push(format!(
-            "{:<30} {:>9} ms {:>6} {:>9} ms {:>6}",
-            load_name(y.load),
-            y.p95_ms,
-            times(y.ratio),
-            f.map_or(0, |f| f.p95_ms),
-            times(f.map_or(0.0, |f| f.ratio))
-        ));
-    }
-    out.push(String::new());
-    for (i, y) in yours.rows.iter().enumerate() {
-        out.push(format!(
-            "  yours {:<28} {} {}",
-            load_name(y.load),
-            bar(y.ratio),
-            times(y.ratio)
-        ));
-        if let Some(f) = fifo.rows.get(i) {
-            out.push(format!(
-                "  FIFO  {:<28} {} {}",
-                load_name(f.load),
-                bar(f.ratio),
-                times(f.ratio)
-            ));
-        }
-    }
-    if yours.rows.iter().any(|r| r.bad_claims > 0) {
-        out.push(
-            "\nYour claim returned actions that were not waiting (already claimed or dispatched)."
-                .into(),
-        );
-    }
-    out.join("\n")
-}
-
 /// Runs every test against the learner's host and reports. A learner error is
 /// confined to its test; a run past the time limit stops every test after it.
 ///
@@ -394,7 +260,7 @@ fn chaos_test(host: &mut dyn Host, seed: u64) -> TestReport {
     host.take_output();
     match chaos {
         Ok(r) => {
-            let mut t = system_test(CHAOS_TEST, r.passed(), chaos_text(&r, seed));
+            let mut t = system_test(CHAOS_TEST, r.passed(), r.text(seed));
             t.figure = Some(Figure::Table { rows: r.rows() });
             t
         }
@@ -416,8 +282,8 @@ fn fairness_test(host: &mut dyn Host, seed: u64) -> TestReport {
         &mut reference::RefHost::new(Some(reference::Mistake::FifoClaim)),
         &plan,
     );
-    let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness_text(&yours, &fifo));
-    t.figure = Some(fairness_bars(&yours, &fifo));
+    let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness::text(&yours, &fifo));
+    t.figure = Some(fairness::bars(&yours, &fifo));
     if yours.error.as_ref().is_some_and(RunStop::is_timeout) {
         t.status = TestStatus::Timeout;
     }

@@ -4,7 +4,7 @@
 
 use super::chaos_plan::KillKind;
 use super::chaos_report::StoryLine;
-use super::host::{Fault, Faults, Killed};
+use super::faults::{Fault, Faults, Killed};
 use super::provider::{status_name, LookupAnswer, Provider, Rates, SendAnswer, Timing};
 use crate::lab::{Arg, LabWorld, OpValue, WorldOp};
 use crate::rng::SeededRng;

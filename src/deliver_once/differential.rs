@@ -4,7 +4,7 @@
 
 use super::case::{Call, DifferentialSpec};
 use super::model::{Policy, SendResult, Task, TaskKind, DONE_TTL_S};
-use super::suite::{play, Outcome};
+use super::play::{play, Outcome};
 use super::world::World;
 use super::Solution;
 use crate::report::TestStatus;

@@ -9,6 +9,7 @@ pub mod check;
 pub mod differential;
 pub mod learner;
 pub mod model;
+pub mod play;
 pub mod reference;
 pub mod rules;
 pub mod suite;
