@@ -207,6 +207,35 @@ MUTANTS = [
         "caught_by": "claim skips a store at the in-flight cap",
     },
     {
+        "name": "cap-on-the-oldest-only",
+        "mistake": "claim takes the oldest action in the whole table, whatever its "
+        "store, and checks the in-flight cap on that one only: when its store is at "
+        "the cap it returns None, so one store's burst holds every other store back.",
+        "replace": [
+            (
+                "               SELECT a.id, a.epoch, a.store\n",
+                "               SELECT a.id, a.epoch, a.store, COALESCE(b.n, 0)\n",
+            ),
+            (
+                "                 AND COALESCE(b.n, 0) < ?\n"
+                "               ORDER BY COALESCE(s.last_served_ms, 0), a.store, "
+                "a.id\n",
+                "               ORDER BY a.id\n",
+            ),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms, now_ms),",
+            ),
+            (
+                "        action_id, seen_epoch, store = row\n",
+                "        action_id, seen_epoch, store, in_flight = row\n"
+                "        if in_flight >= cfg.in_flight_cap:\n"
+                "            return None  # its store is full: wait for a free slot\n",
+            ),
+        ],
+        "caught_by": "claim serves the store that waited longest",
+    },
+    {
         "name": "no-heartbeat",
         "mistake": "heartbeat reports success without extending the lease, so a "
         "slow but healthy worker loses its job.",
