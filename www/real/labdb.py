@@ -10,6 +10,11 @@ that one solution file runs in the browser lab and against a real database:
   outside one runs on its own and opens none; `commit()` and
   `rollback()` end it (both harmless when none is open); `with db:` commits on
   success and rolls back on an exception;
+- `BEGIN`, `COMMIT` (or `END`) and `ROLLBACK` through `execute` do what
+  sqlite3 does with them (an OperationalError for a BEGIN inside a transaction
+  and a COMMIT or ROLLBACK outside one), and a SAVEPOINT outside a transaction
+  opens one; `RELEASE` of the savepoint that opened it does not end it here, as
+  it would in SQLite (tests/test_labdb.py plays each against sqlite3 itself);
 - a statement that fails inside a transaction undoes only itself, as in SQLite
   (a savepoint around it), so the transaction can go on or be rolled back;
 - errors are sqlite3's classes (`sqlite3.IntegrityError`, `OperationalError`
@@ -43,6 +48,33 @@ _DML_START = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?:insert|upd
 
 def is_dml(sql):
     return _DML_START.match(sql) is not None
+
+
+# A transaction's own statements through execute(), as sqlite3's default mode runs
+# them (its words after white space and comments): BEGIN [DEFERRED | IMMEDIATE |
+# EXCLUSIVE] [TRANSACTION], COMMIT or END [TRANSACTION], ROLLBACK [TRANSACTION]
+# (not ROLLBACK TO, a savepoint's).
+_SKIP = r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
+_TX_STATEMENT = re.compile(
+    _SKIP + r"(?P<verb>begin(?:\s+(?:deferred|immediate|exclusive))?|commit|end|rollback)"
+    r"(?:\s+transaction)?" + _SKIP + r";?" + _SKIP + r"\Z", re.IGNORECASE | re.DOTALL)
+
+
+# A savepoint's statements: SAVEPOINT name, RELEASE [SAVEPOINT] name, ROLLBACK
+# [TRANSACTION] TO [SAVEPOINT] name. sqlite3 runs a SAVEPOINT outside a transaction
+# by opening one; PostgreSQL takes them inside one only.
+_SAVEPOINT_STATEMENT = re.compile(_SKIP + r"(?P<verb>savepoint|release|rollback(?:\s+transaction)?\s+to)\b",
+                                  re.IGNORECASE | re.DOTALL)
+
+
+def transaction_verb(sql):
+    """'begin', 'commit' or 'rollback' when `sql` is a transaction's own statement
+    (END is COMMIT), else None."""
+    m = _TX_STATEMENT.match(sql)
+    if m is None:
+        return None
+    verb = m.group("verb").split()[0].lower()
+    return "commit" if verb == "end" else verb
 
 
 # A run's password for a learner role: secrets.token_hex's alphabet and size.
@@ -147,8 +179,14 @@ class Connection:
     def _run(self, sql, param_sets):
         if not isinstance(sql, str):
             raise TypeError(f"execute() argument 1 must be str, not {type(sql).__name__}")
+        verb = transaction_verb(sql)
+        if verb is not None:
+            return self._transaction_statement(verb)
         conn = self._connection()
         query = translate(sql)
+        savepoint = _SAVEPOINT_STATEMENT.match(sql)
+        if savepoint:
+            return self._savepoint_statement(conn, query, opens=savepoint.group("verb").lower() == "savepoint")
         try:
             dml = is_dml(sql)
             if dml and not self.in_transaction:
@@ -176,6 +214,45 @@ class Connection:
             if lost:
                 self._lost()
             raise _sqlite_error(e, lost) from None
+
+    def _transaction_statement(self, verb):
+        """BEGIN, COMMIT or ROLLBACK through execute(), with sqlite3's answers: a
+        BEGIN inside a transaction and a COMMIT or ROLLBACK outside one are
+        OperationalErrors, as sqlite3 raises them (PostgreSQL would only warn)."""
+        if verb == "begin":
+            if self.in_transaction:
+                raise sqlite3.OperationalError("cannot start a transaction within a transaction")
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN")
+            except psycopg.Error as e:
+                lost = conn.broken or isinstance(e, psycopg.OperationalError)
+                if lost:
+                    self._lost()
+                raise _sqlite_error(e, lost) from None
+            self.in_transaction = True
+        elif not self.in_transaction:
+            raise sqlite3.OperationalError(f"cannot {verb} - no transaction is active")
+        elif verb == "commit":
+            self.commit()
+        else:
+            self.rollback()
+        return Cursor([], -1)
+
+    def _savepoint_statement(self, conn, query, opens):
+        """A savepoint's statement inside the transaction (a SAVEPOINT opens one when
+        none is open, as sqlite3 does), without the statement's own savepoint."""
+        try:
+            if opens and not self.in_transaction:
+                conn.execute("BEGIN")
+                self.in_transaction = True
+            conn.execute(query)
+        except psycopg.Error as e:
+            lost = conn.broken or isinstance(e, psycopg.OperationalError)
+            if lost:
+                self._lost()
+            raise _sqlite_error(e, lost) from None
+        return Cursor([], -1)
 
     def execute(self, sql, parameters=()):
         return self._run(sql, [tuple(parameters)])

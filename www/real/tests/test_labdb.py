@@ -130,6 +130,47 @@ def test_sqlite_only_sql_fails_on_postgresql_with_sqlite3s_error(db):
     db.rollback()
 
 
+# A transaction's own statements through execute() (lab.md's `db` is sqlite3's
+# default mode, where they work): each sequence against sqlite3 itself and against
+# the adapter on PostgreSQL, step by step (the error class, or none, and whether a
+# transaction is open), and the rows committed at the end. Before, an explicit
+# COMMIT through execute() broke the adapter's own savepoint, and a BEGIN inside a
+# transaction or a COMMIT outside one was a warning on PostgreSQL, not an error.
+A, B = "INSERT INTO stores (store) VALUES ('a')", "INSERT INTO stores (store) VALUES ('b')"
+TRANSACTION_SEQUENCES = [
+    ["BEGIN", A, "COMMIT"],
+    ["BEGIN", "BEGIN"],
+    ["COMMIT"], ["ROLLBACK"], ["END"],
+    [A, "COMMIT"], [A, "ROLLBACK"], [A, "BEGIN", "COMMIT"],
+    ["BEGIN TRANSACTION", A, "END TRANSACTION"], ["begin deferred", A, "rollback transaction", B, "commit"],
+    ["-- mine\nBEGIN;", A, "/* done */ COMMIT;"],
+    ["BEGIN", "SELECT COUNT(*) FROM stores", "COMMIT", "COMMIT"],
+    [A, "SAVEPOINT s", B, "ROLLBACK TO s", "COMMIT"],
+    ["SAVEPOINT s", A, "ROLLBACK TO SAVEPOINT s", B, "COMMIT"],
+    [A, "SAVEPOINT s", B, "RELEASE SAVEPOINT s", "ROLLBACK"],
+]
+
+
+def play_transaction(conn, statements):
+    steps = []
+    for sql in statements:
+        try:
+            conn.execute(sql)
+            steps.append(("ok", conn.in_transaction))
+        except sqlite3.Error as e:
+            steps.append((type(e).__name__, conn.in_transaction))
+    conn.rollback()
+    return steps, [r[0] for r in conn.execute("SELECT store FROM stores ORDER BY store").fetchall()]
+
+
+@pytest.mark.parametrize("statements", TRANSACTION_SEQUENCES, ids=" | ".join)
+def test_begin_commit_and_rollback_through_execute_as_sqlite3_runs_them(db, statements):
+    lite = sqlite3.connect(":memory:")
+    lite.execute("CREATE TABLE stores (store TEXT PRIMARY KEY, last_served_ms INTEGER)")
+    lite.commit()
+    assert play_transaction(db, statements) == play_transaction(lite, statements)
+
+
 def test_a_closed_cluster_leaves_no_server_and_no_folder():
     with pg.Cluster() as c:
         c.start()
