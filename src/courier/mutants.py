@@ -7,6 +7,25 @@
 # www/test/courier.test.mjs grades every mutant and checks that test fails.
 # Run this file to check that every mutant applies and compiles.
 
+# The in-flight cap checked on the claim's one pick only, after its query (None
+# when that store is full), instead of in the query: two mutants' shared edits.
+_CAP_ON_THE_PICK = (
+            (
+                "               SELECT a.id, a.epoch, a.store\n",
+                "               SELECT a.id, a.epoch, a.store, COALESCE(b.n, 0)\n",
+            ),
+            (
+                "            (now_ms, now_ms, cfg.in_flight_cap),",
+                "            (now_ms, now_ms),",
+            ),
+            (
+                "        action_id, seen_epoch, store = row\n",
+                "        action_id, seen_epoch, store, in_flight = row\n"
+                "        if in_flight >= cfg.in_flight_cap:\n"
+                "            return None  # its store is full: wait for a free slot\n",
+            ),
+)
+
 MUTANTS = [
     {
         "name": "resend-without-lookup",
@@ -188,21 +207,8 @@ MUTANTS = [
         "first and checks the in-flight cap on that one only: when its store is "
         "at the cap it returns None instead of going on to the next store.",
         "replace": [
-            (
-                "               SELECT a.id, a.epoch, a.store\n",
-                "               SELECT a.id, a.epoch, a.store, COALESCE(b.n, 0)\n",
-            ),
             ("                 AND COALESCE(b.n, 0) < ?\n", ""),
-            (
-                "            (now_ms, now_ms, cfg.in_flight_cap),",
-                "            (now_ms, now_ms),",
-            ),
-            (
-                "        action_id, seen_epoch, store = row\n",
-                "        action_id, seen_epoch, store, in_flight = row\n"
-                "        if in_flight >= cfg.in_flight_cap:\n"
-                "            return None  # its store is full: wait for a free slot\n",
-            ),
+            *_CAP_ON_THE_PICK,
         ],
         "caught_by": "claim skips a store at the in-flight cap",
     },
@@ -213,25 +219,12 @@ MUTANTS = [
         "the cap it returns None, so one store's burst holds every other store back.",
         "replace": [
             (
-                "               SELECT a.id, a.epoch, a.store\n",
-                "               SELECT a.id, a.epoch, a.store, COALESCE(b.n, 0)\n",
-            ),
-            (
                 "                 AND COALESCE(b.n, 0) < ?\n"
                 "               ORDER BY COALESCE(s.last_served_ms, 0), a.store, "
                 "a.id\n",
                 "               ORDER BY a.id\n",
             ),
-            (
-                "            (now_ms, now_ms, cfg.in_flight_cap),",
-                "            (now_ms, now_ms),",
-            ),
-            (
-                "        action_id, seen_epoch, store = row\n",
-                "        action_id, seen_epoch, store, in_flight = row\n"
-                "        if in_flight >= cfg.in_flight_cap:\n"
-                "            return None  # its store is full: wait for a free slot\n",
-            ),
+            *_CAP_ON_THE_PICK,
         ],
         "caught_by": "claim serves the store that waited longest",
     },
