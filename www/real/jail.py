@@ -11,6 +11,7 @@ user namespaces), they run as plain processes, and the run says so.
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 
@@ -18,15 +19,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Jail:
-    def __init__(self, read_paths, use=True):
+    def __init__(self, read_paths, use=True, held=()):
         """`read_paths`: what the processes read besides /usr (the venv and
-        www/real are added). `use=False` runs them unjailed (the tests of the parts)."""
+        www/real are added). `use=False` runs them unjailed (the tests of the parts).
+        `held`: the uids of the run's other Jails, which this one must not share
+        (two of them may have no process running at the moment this one starts)."""
         paths = sorted({sys.prefix, HERE, *read_paths})
         self.uid = None
         if not use:
             self.prefix, self.problem = [], "--no-sandbox"
             return
-        out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), "--owner-pid", str(os.getpid()), *paths],
+        out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), "--owner-pid", str(os.getpid()),
+                              *[x for uid in held if uid is not None for x in ("--held", str(uid))], *paths],
                              capture_output=True, text=True, timeout=60)
         got = json.loads(out.stdout) if out.returncode == 0 else {"problem": out.stderr.strip()[-500:], "prefix": []}
         self.problem = got["problem"]
@@ -39,6 +43,16 @@ class Jail:
 
     def argv(self, argv):
         return [*self.prefix, *argv]
+
+
+def readable_copy(path, folder):
+    """`path` copied into a new `folder` that a sandbox's user (its own uid, under
+    root) can read, wherever the original was; the copy's path."""
+    os.mkdir(folder)
+    os.chmod(folder, 0o755)
+    copy = shutil.copy(path, os.path.join(folder, "solution.py"))
+    os.chmod(copy, 0o644)
+    return copy
 
 
 def _children():

@@ -3,13 +3,20 @@
 // command line that goes before a program and its arguments, `problem` why the
 // sandbox does not work here ('' when it does), `uid` the run's own sandbox uid
 // (under root; null otherwise). Arguments: --owner-pid PID (the run's process,
-// whose block of sandbox uids this one comes from), then the paths the sandbox
-// sees, read-only, at the same place.
+// whose block of sandbox uids this one comes from), --held UID (may repeat: a uid of
+// the run's that no process may be running as at this moment, which this one must
+// not be), then the paths the sandbox sees, read-only, at the same place.
 import { jailCommand, jailProblem, sandboxUid } from '../cli/jail.mjs';
 
-const args = process.argv.slice(2);
-const owner = args[0] === '--owner-pid' ? Number(args[1]) : process.ppid;
-const paths = args[0] === '--owner-pid' ? args.slice(2) : args;
+let args = process.argv.slice(2);
+let owner = process.ppid;
+const held = new Set();
+for (;;) {
+  if (args[0] === '--owner-pid') owner = Number(args[1]);
+  else if (args[0] === '--held') held.add(Number(args[1]));
+  else break;
+  args = args.slice(2);
+}
 const problem = jailProblem();
-const { cmd, args: rest, uid } = jailCommand([], paths, { uid: sandboxUid(owner) });
+const { cmd, args: rest, uid } = jailCommand([], args, { uid: sandboxUid(owner, { held }) });
 console.log(JSON.stringify({ problem, prefix: [cmd, ...rest], uid }));

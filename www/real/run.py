@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -70,16 +69,6 @@ EXIT_OF = {"pass": 0, "fail": 1, "inconclusive": 3}
 
 def worker_name(i):
     return f"w{i}"
-
-
-def readable_copy(path, folder):
-    """`path` copied into a new `folder` that the sandbox's user (its own uid, under
-    root) can read, wherever the original was; the copy's path."""
-    os.mkdir(folder)
-    os.chmod(folder, 0o755)
-    copy = shutil.copy(path, os.path.join(folder, "solution.py"))
-    os.chmod(copy, 0o644)
-    return copy
 
 
 class Worker:
@@ -212,7 +201,7 @@ class Run:
         # The learner's code sees the run's sockets and its own file, nothing else
         # of the run's (not the provider's log, not the cluster's files).
         learner = os.path.join(self.cluster.root, "learner")
-        self.solution = readable_copy(self.source, learner)
+        self.solution = jail.readable_copy(self.source, learner)
         self.jail = jail.Jail([learner, self.cluster.sockets], use=self.sandbox)
         # The receiver's socket is made here and handed to it: the sandbox cannot
         # make one where the provider, outside, can reach it.
@@ -702,7 +691,7 @@ def _main(argv, ended):
     with tempfile.TemporaryDirectory(prefix="delivery-lab-check-") as tmp:
         os.chmod(tmp, 0o755)
         folder = os.path.join(tmp, "learner")
-        copy = readable_copy(solution, folder)
+        copy = jail.readable_copy(solution, folder)
         checker = jail.Jail([folder], use=not a.no_sandbox)
         try:
             check = subprocess.run(checker.argv([sys.executable, WORKER, "--check", "--solution", copy]),

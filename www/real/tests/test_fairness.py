@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 import pytest
 
@@ -18,6 +19,7 @@ REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 sys.path.insert(0, REAL)
 
 import fairness  # noqa: E402
+import jail  # noqa: E402
 
 
 def test_the_loads_differ_only_in_the_noisy_store_and_are_seeded():
@@ -69,6 +71,68 @@ def test_a_round_grades_only_when_it_checks_itself():
     # within 1.25x either way, the round grades
     assert fairness.validity(rows_of(160, (1.0, 1.0), (1.0, 3.0), again_ms=200)) is None
     assert fairness.validity(rows_of(200, (1.0, 1.0), (1.0, 3.0), again_ms=160)) is None
+
+
+def test_the_lab_s_reference_claim_is_the_control_of_a_round_your_claim_fails():
+    steady, bulk = fairness.LOADS[1:]
+    control = lambda base_ms, ratios: [fairness.row(load, "control", (round(base_ms * ratio), 100), base_ms, 1)  # noqa: E731
+                                       for load, ratio in ((fairness.LOADS[0], 1.0), *ratios)]
+    # the reference passes the load your claim failed: the round grades your claim
+    assert fairness.control_validity(control(110, [(steady, 1.04)])) is None
+    # ci9: the reference as yours measured 1.43x on the steady load, baselines held,
+    # FIFO 1.00x beside it; the reference failing it too means the machine could not
+    assert fairness.control_validity(control(110, [(bulk, 1.02), (steady, 1.43)])) == (
+        "the lab's reference claim, which is fair, measured 1.43x on the one store 10x, steady load in this round "
+        "too (over 1.1x), so the round could not tell a fair claim from an unfair one: the machine is too loaded")
+    # its own baseline too slow to measure anything
+    assert fairness.control_validity(control(450, [(steady, 1.0)])) == (
+        "the every-store-equal load's p95 was 450 ms with the lab's reference claim, over 200 ms: the machine is "
+        "too loaded")
+
+
+@pytest.mark.parametrize("yours, fifo, control, measured, valid", [
+    # your claim passes: no control is measured
+    ((1.02, 1.03), (1.0, 4.0), None, [], True),
+    # your claim fails the steady load, the reference passes it: a valid, failed round
+    ((1.43, 1.03), (1.0, 4.0), (1.02, None), [fairness.LOADS[0], fairness.LOADS[1]], True),
+    # ... and the reference fails it too: not graded
+    ((1.43, 1.03), (1.0, 4.0), (1.5, None), [fairness.LOADS[0], fairness.LOADS[1]], False),
+    # both loads failed: the control measures both
+    ((1.43, 3.0), (1.0, 4.0), (1.0, 1.05), list(fairness.LOADS), True),
+    # a round the checks refuse already (FIFO not told apart): no control
+    ((1.43, 3.0), (1.0, 1.2), None, [], False),
+])
+def test_a_round_measures_the_control_only_when_your_claim_fails_a_gradable_round(yours, fifo, control, measured,
+                                                                                  valid):
+    ratios = {"yours": (1.0, *yours), "fifo": (1.0, *fifo), "control": (1.0, *(control or (1.0, 1.0)))}
+    loads = []
+
+    def one_load(claim, load, load_s=None):
+        loads.append((claim, load))
+        return round(100 * ratios[claim][fairness.LOADS.index(load)]), 300
+
+    f = fairness.Fairness(types.SimpleNamespace(dsn="unused"), "solution.py", None, 1, [])
+    f.one_load = one_load
+    r = f.one_round(1)
+    assert [load for claim, load in loads if claim == "control"] == measured
+    assert [x["load"] for x in r["control"]] == measured and r["valid"] is valid
+    # every round: each load with each claim, interleaved, then your baseline again
+    assert loads[:7] == [*((claim, load) for load in fairness.LOADS for claim in fairness.CLAIMS),
+                         ("yours", fairness.LOADS[0])]
+    assert r["passed"] is (max(yours) <= fairness.MAX_RATIO)
+
+
+def test_the_control_runs_with_a_uid_of_its_own(tmp_path):
+    tmp_path.chmod(0o755)
+    learner = jail.Jail([str(tmp_path)])
+    control = jail.Jail([str(tmp_path)], held=[learner.uid])
+    if os.geteuid() != 0:
+        assert learner.uid is None and control.uid is None  # not root: no uid to give (www/real/README.md)
+        return
+    assert learner.uid is not None and control.uid not in (None, learner.uid)
+    # Without `held`, a second Jail gets the first one's uid when no process runs as it
+    # yet: the learner's code could then reach the control's processes.
+    assert jail.Jail([str(tmp_path)]).uid == learner.uid
 
 
 def test_the_verdict_comes_from_valid_rounds_only():
@@ -216,6 +280,12 @@ def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
         if over is not None:
             assert not bulk["ok"] and bulk["ratio"] > over, bulk
         assert any(not x["ok"] and x["ratio"] > fairness.MAX_RATIO for x in f["rows"] if x["graded"]), f["rows"]
+        # each valid round failed beside the lab's reference claim passing the same loads
+        for x in f["rounds"]:
+            failed = [y["load"] for y in x["rows"] if y["graded"] and not y["ok"]]
+            if x["valid"]:
+                assert [c["load"] for c in x["control"]] == [fairness.LOADS[0], *failed]
+                assert all(c["ok"] for c in x["control"]) and fairness.control_validity(x["control"]) is None
     else:
         assert f["verdict"] == "inconclusive" and not any(x["valid"] for x in f["rounds"])
 
