@@ -39,11 +39,13 @@ def translate(sql):
     return _TOKENS.sub(lambda m: "%s" if m.group() == "?" else m.group().replace("%", "%%"), sql)
 
 
+# White space and comments, as sqlite3 skips them before a statement's first word.
+_SKIP = r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
+
 # sqlite3's own test (CPython's is_dml_statement): after white space and comments,
 # the statement starts with one of these words. Only then does its default mode
 # open a transaction (a WITH ... UPDATE does not), and only then is rowcount set.
-_DML_START = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?:insert|update|delete|replace)\b",
-                        re.IGNORECASE | re.DOTALL)
+_DML_START = re.compile(_SKIP + r"(?:insert|update|delete|replace)\b", re.IGNORECASE | re.DOTALL)
 
 
 def is_dml(sql):
@@ -54,7 +56,6 @@ def is_dml(sql):
 # them (its words after white space and comments): BEGIN [DEFERRED | IMMEDIATE |
 # EXCLUSIVE] [TRANSACTION], COMMIT or END [TRANSACTION], ROLLBACK [TRANSACTION]
 # (not ROLLBACK TO, a savepoint's).
-_SKIP = r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
 _TX_STATEMENT = re.compile(
     _SKIP + r"(?P<verb>begin(?:\s+(?:deferred|immediate|exclusive))?|commit|end|rollback)"
     r"(?:\s+transaction)?" + _SKIP + r";?" + _SKIP + r"\Z", re.IGNORECASE | re.DOTALL)
@@ -176,6 +177,15 @@ class Connection:
                 pass
         self._conn = None
 
+    def _error(self, conn, e):
+        """The sqlite3 exception for psycopg's `e`, raised on `conn`; when it left the
+        server gone (a broken connection, or psycopg's OperationalError), the
+        connection and its transaction are dropped first."""
+        lost = conn.broken or isinstance(e, psycopg.OperationalError)
+        if lost:
+            self._lost()
+        return _sqlite_error(e, lost)
+
     def _run(self, sql, param_sets):
         if not isinstance(sql, str):
             raise TypeError(f"execute() argument 1 must be str, not {type(sql).__name__}")
@@ -210,10 +220,7 @@ class Connection:
                     cur.execute("RELEASE SAVEPOINT lab_statement")
             return Cursor(rows, count if dml else -1)
         except psycopg.Error as e:
-            lost = conn.broken or isinstance(e, psycopg.OperationalError)
-            if lost:
-                self._lost()
-            raise _sqlite_error(e, lost) from None
+            raise self._error(conn, e) from None
 
     def _transaction_statement(self, verb):
         """BEGIN, COMMIT or ROLLBACK through execute(), with sqlite3's answers: a
@@ -226,10 +233,7 @@ class Connection:
             try:
                 conn.execute("BEGIN")
             except psycopg.Error as e:
-                lost = conn.broken or isinstance(e, psycopg.OperationalError)
-                if lost:
-                    self._lost()
-                raise _sqlite_error(e, lost) from None
+                raise self._error(conn, e) from None
             self.in_transaction = True
         elif not self.in_transaction:
             raise sqlite3.OperationalError(f"cannot {verb} - no transaction is active")
@@ -248,10 +252,7 @@ class Connection:
                 self.in_transaction = True
             conn.execute(query)
         except psycopg.Error as e:
-            lost = conn.broken or isinstance(e, psycopg.OperationalError)
-            if lost:
-                self._lost()
-            raise _sqlite_error(e, lost) from None
+            raise self._error(conn, e) from None
         return Cursor([], -1)
 
     def execute(self, sql, parameters=()):
@@ -268,9 +269,9 @@ class Connection:
         try:
             self._conn.execute("COMMIT")
         except psycopg.Error as e:
-            lost = self._conn.broken
-            self._lost()
-            raise _sqlite_error(e, lost) from None
+            error = self._error(self._conn, e)
+            self._lost()  # a COMMIT that fails ends the transaction either way
+            raise error from None
         self.in_transaction = False
 
     def rollback(self):

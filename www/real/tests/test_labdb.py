@@ -121,6 +121,28 @@ def test_a_commit_cut_by_a_crash_is_the_database_being_unavailable(cluster, db, 
     assert peek("SELECT store FROM stores") == []
 
 
+# A transaction's own statements on a connection the crash cut: the same answer as
+# any statement's (each way through execute() reaches the server its own way).
+@pytest.mark.parametrize("before, statement", [
+    ("SELECT 1", "BEGIN"),
+    ("SELECT 1", "SAVEPOINT s"),
+    ("INSERT INTO stores (store) VALUES ('in-flight')", "SAVEPOINT s"),
+    ("INSERT INTO stores (store) VALUES ('in-flight')", "SELECT 1"),
+])
+def test_any_statement_cut_by_a_crash_is_the_database_being_unavailable(cluster, db, peek, before, statement):
+    db.execute(before)
+    cluster.crash()
+    try:
+        with pytest.raises(labdb.DatabaseUnavailable):
+            db.execute(statement)
+        assert not db.in_transaction
+    finally:
+        cluster.start()
+    assert db.execute(statement).rowcount == -1  # reconnected
+    db.rollback()
+    assert peek("SELECT store FROM stores") == []
+
+
 def test_sqlite_only_sql_fails_on_postgresql_with_sqlite3s_error(db):
     # Why the lab's SQL is the kind both databases run: INSERT OR IGNORE is SQLite's.
     with pytest.raises(sqlite3.OperationalError, match="syntax error") as raised:
