@@ -239,25 +239,23 @@ impl StepWorld {
     /// Asked before a statement: the other worker's claim, when it is to commit now,
     /// before this statement runs (it is then done).
     pub fn interleave_due(&self, in_tx: bool) -> Option<OtherClaim> {
-        let mut s = self.0.borrow_mut();
-        let Rule::Script(Script {
-            interleave: Some(i),
-            ..
-        }) = &s.rule
-        else {
-            return None;
-        };
-        if s.interleaved || in_tx || s.killed.is_some() || s.statements < i.after_statement {
-            return None;
-        }
-        let claim = i.claim.clone();
-        s.interleaved = true;
-        Some(claim)
+        self.take_interleave(|s, i| {
+            !in_tx && s.killed.is_none() && s.statements >= i.after_statement
+        })
     }
 
     /// After the call: the other worker's claim if it has not committed yet (it
     /// commits now; it is then done).
     pub fn interleave_left(&self) -> Option<OtherClaim> {
+        self.take_interleave(|_, _| true)
+    }
+
+    /// The script's interleaved claim, once: when it has not committed yet and
+    /// `when` says now.
+    fn take_interleave(
+        &self,
+        when: impl FnOnce(&WorldState, &Interleave) -> bool,
+    ) -> Option<OtherClaim> {
         let mut s = self.0.borrow_mut();
         let Rule::Script(Script {
             interleave: Some(i),
@@ -266,7 +264,7 @@ impl StepWorld {
         else {
             return None;
         };
-        if s.interleaved {
+        if s.interleaved || !when(&s, i) {
             return None;
         }
         let claim = i.claim.clone();
