@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 
+import procfs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -55,45 +57,14 @@ def readable_copy(path, folder):
     return copy
 
 
-def _children():
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    return children
-
-
-def descendants(pid):
-    """Every process under `pid`, nearest first."""
-    children, out, todo = _children(), [], [pid]
-    while todo:
-        kids = children.get(todo.pop(0), [])
-        out += kids
-        todo += kids
-    return out
-
-
-def _argv(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
 def inner_pid(pid, script):
     """The pid of the process running `script` under `pid` (bubblewrap's, when
     jailed; `pid` itself when not): the one SIGSTOP must reach, since stopping
     bubblewrap would not stop what runs inside it. None when not (yet) there."""
-    for p in [pid, *descendants(pid)]:
+    for p in [pid, *procfs.descendants(pid)]:
         # The interpreter running the script: its argv[1] (bubblewrap's own
         # command line holds the script's path too, further along).
-        argv = _argv(p)
+        argv = procfs.argv(p)
         if len(argv) > 1 and argv[1].decode(errors="replace") == script:
             return p
     return None
@@ -103,7 +74,7 @@ def kill_tree(proc):
     """SIGKILL to `proc` (a Popen) and everything under it. Not left to bubblewrap's
     --die-with-parent alone: a sandbox killed while it starts can leave its inner
     bubblewrap behind (seen here, orphaned and asleep)."""
-    for p in [*descendants(proc.pid), proc.pid]:
+    for p in [*procfs.descendants(proc.pid), proc.pid]:
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
@@ -113,29 +84,26 @@ def kill_tree(proc):
 def kill_uid(uid):
     """SIGKILL to every process running as `uid` (a Jail's `uid`: the run's sandbox
     uid, which jail.mjs gave it and no one else has): whatever its learner code
-    left, however it got away from its parent. How many there were."""
+    left, however it got away from its parent, until none is left (jail.mjs killUid:
+    a process that forked while a pass went by is caught by the next). How many
+    there were."""
     if not isinstance(uid, int) or uid <= 0:
         return 0
-    n = 0
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    os.kill(int(d), signal.SIGKILL)
-                    n += 1
-            except (FileNotFoundError, ProcessLookupError):
-                pass
-    return n
+    out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), "--kill-uid", str(uid)],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"jail_command.mjs --kill-uid {uid}: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout)["killed"]
 
 
 def sweep(marker):
     """SIGKILL to every process whose command line holds `marker` (a run's own
     folder): what a kill at the wrong moment left orphaned. How many there were."""
     mark, n = marker.encode(), 0
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != os.getpid() and any(mark in a for a in _argv(int(d))):
+    for pid, _ in procfs.processes():
+        if pid != os.getpid() and any(mark in a for a in procfs.argv(pid)):
             try:
-                os.kill(int(d), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 n += 1
             except ProcessLookupError:
                 pass

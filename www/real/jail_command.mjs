@@ -6,9 +6,15 @@
 // whose block of sandbox uids this one comes from), --held UID (may repeat: a uid of
 // the run's that no process may be running as at this moment, which this one must
 // not be), then the paths the sandbox sees, read-only, at the same place.
-import { jailCommand, jailProblem, sandboxUid } from '../cli/jail.mjs';
+// With --kill-uid UID instead, it ends every process of that sandbox uid (killUid)
+// and prints {killed}: the real run's one way to do so, as it is ./lab grade's.
+import { jailCommand, jailProblem, killUid, sandboxUid } from '../cli/jail.mjs';
 
 let args = process.argv.slice(2);
+if (args[0] === '--kill-uid') {
+  console.log(JSON.stringify({ killed: killUid(Number(args[1])) }));
+  process.exit(0);
+}
 let owner = process.ppid;
 const held = new Set();
 for (;;) {

@@ -36,6 +36,7 @@ import fairness
 import jail
 import pg
 import pieces
+import procfs
 from procs import first_line, http_json, stop_all
 from worker import EXIT_DB_UNAVAILABLE
 
@@ -118,13 +119,11 @@ class Worker:
         if pid is None:
             return False
         for _ in range(100):
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    # The state follows the command's closing parenthesis.
-                    if f.read().rpartition(b")")[2].split()[0] == b"T":
-                        return True
-            except (OSError, IndexError, TypeError):
+            st = procfs.state(pid)
+            if st is None:
                 return False
+            if st == "T":
+                return True
             time.sleep(0.005)
         return False
 

@@ -19,6 +19,7 @@ import pytest
 
 import jail
 import pg
+import procfs
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -140,15 +141,7 @@ def test_a_learner_role_holds_no_more_than_its_connection_limit(audited):
 
 
 def command_lines():
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    out.append(f.read())
-            except OSError:
-                pass
-    return out
+    return [b"\0".join(procfs.argv(pid)) for pid, _ in procfs.processes()]
 
 
 def test_no_password_is_in_any_command_line_of_a_run(open_dir):

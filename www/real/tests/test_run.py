@@ -15,6 +15,8 @@ import tempfile
 
 import pytest
 
+import procfs
+
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))  # as run.py names its children
 REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 # A lease of 5 s, not lab.md's 30 (--lease-s): a killed worker's action waits that
@@ -284,19 +286,9 @@ def test_the_learners_code_runs_in_the_sandbox_and_reaches_nothing_of_the_run(tm
         # its own uid, and no process of it left: not the orphans its code started
         uid = report["sandbox"]["uid"]
         assert uid >= 2 ** 30 and report["sandbox"] == {"on": True, "uid": uid}
-        assert not [d for d in os.listdir("/proc") if d.isdigit() and live_as(d) == uid]
-
-
-def live_as(pid):
-    """The uid `pid` runs as, or None when it is gone or a zombie (a killed sandbox's
-    inner bubblewrap, reparented, waits there to be reaped: it runs nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            if f.read().rpartition(b")")[2].split()[0] == b"Z":
-                return None
-        return os.stat(f"/proc/{pid}").st_uid
-    except (OSError, IndexError):
-        return None
+        # (a zombie runs nothing: a killed sandbox's inner bubblewrap, reparented,
+        # may wait there to be reaped)
+        assert not [p for p, u in procfs.processes() if u == uid and not procfs.is_zombie(p)]
 
 
 def test_with_no_sandbox_the_report_says_so(tmp_path):
