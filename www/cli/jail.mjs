@@ -25,7 +25,8 @@ export const RLIMITS = {
   cpu: 120,        // seconds; the coordinator's wall-time limit comes long before
 };
 
-const root = () => process.getuid && process.getuid() === 0;
+/** Whether this process runs as root (then each sandbox runs as a uid of its own). */
+export const isRoot = () => process.getuid?.() === 0;
 
 // Sandbox uids: a block of UIDS_PER_OWNER per owning process (the pool's
 // coordinator, a real run), at SANDBOX_UID_BASE + owner pid * UIDS_PER_OWNER. Two
@@ -52,7 +53,7 @@ let nextInBlock = 0;
  * then) or when all UIDS_PER_OWNER are taken.
  */
 export function sandboxUid(ownerPid = process.pid, { held = new Set() } = {}) {
-  if (!root() || !(Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid < PID_MAX)) return null;
+  if (!isRoot() || !(Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid < PID_MAX)) return null;
   const used = new Set(Array.from(processes(), (p) => p.uid));
   for (let i = 0; i < UIDS_PER_OWNER; i++) {
     const uid = SANDBOX_UID_BASE + ownerPid * UIDS_PER_OWNER + (nextInBlock++ % UIDS_PER_OWNER);
@@ -136,17 +137,17 @@ export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits
     '--', ...argv,
   ];
   const prlimit = [which('prlimit') ?? 'prlimit', ...limits, '--'];
-  if (root() && !(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE)) {
+  if (isRoot() && !(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE)) {
     throw new Error('jailCommand: under root a sandbox needs a uid of its own (sandboxUid())');
   }
   // Without bubblewrap's --die-with-parent, the kernel's parent-death signal
   // (set by setpriv after it drops to the uid, kept through the execs).
-  const prefix = root()
+  const prefix = isRoot()
     ? [which('setpriv') ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs',
       ...(bwrap ? [] : ['--pdeathsig=KILL']), '--', ...prlimit]
     : prlimit;
   const inner = bwrap ? jail : argv;
-  return { cmd: prefix[0], args: [...prefix.slice(1), ...inner], uid: root() ? uid : null };
+  return { cmd: prefix[0], args: [...prefix.slice(1), ...inner], uid: isRoot() ? uid : null };
 }
 
 const probed = new Map();
@@ -162,18 +163,18 @@ export function jailProblem({ bwrap = true } = {}) {
 }
 
 function probe(bwrap) {
-  const missing = Object.keys(TOOLS).filter((t) => (t !== 'setpriv' || root()) && (t !== 'bwrap' || bwrap) && !which(t));
+  const missing = Object.keys(TOOLS).filter((t) => (t !== 'setpriv' || isRoot()) && (t !== 'bwrap' || bwrap) && !which(t));
   if (missing.length) {
     return `${missing.join(', ')} not found on PATH (Debian's ${[...new Set(missing.map((t) => TOOLS[t]))].join(', ')})`;
   }
   const uid = sandboxUid();
-  if (root() && uid === null) return 'no sandbox uid is free';
+  if (isRoot() && uid === null) return 'no sandbox uid is free';
   const check = bwrap ? 'process.pid === 2' : `process.getuid() === ${uid ?? process.getuid()}`;
   const { cmd, args } = jailCommand([process.execPath, '-e', `process.exit(${check} ? 0 : 3)`], [], { uid, bwrap });
   const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, cwd: '/', timeout: 20000 });
   killUid(uid);
   if (r.error) return `${cmd} could not be started (${r.error.code || r.error.message})`;
   if (r.status === 0) return '';
-  const what = bwrap ? 'bubblewrap did not start a sandbox' : `${root() ? 'setpriv and prlimit' : 'prlimit'} did not start a process`;
+  const what = bwrap ? 'bubblewrap did not start a sandbox' : `${isRoot() ? 'setpriv and prlimit' : 'prlimit'} did not start a process`;
   return `${what} (exit ${r.status ?? r.signal}): ${String(r.stderr).trim().slice(0, 500)}`;
 }

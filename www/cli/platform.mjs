@@ -35,7 +35,7 @@ import { pyFilesIn, readSubmission } from './submissions.mjs';
 import { command, number, parseOrExit, usageExit } from './args.mjs';
 import { PLATFORM_FORMATS } from './formats.mjs';
 import { GRADER_MARKER, hiddenPolicy, newSecret, PACKAGED_SECRET_FILE, readSecret, SecretError } from './hidden.mjs';
-import { jailProblem, SANDBOX_UID_BASE } from './jail.mjs';
+import { isRoot, jailProblem, SANDBOX_UID_BASE } from './jail.mjs';
 import { loadGrader } from '../src/node_host.mjs';
 
 /** What a run needs besides grading, within a platform's deadline: start-up, the results file. */
@@ -80,8 +80,6 @@ function parseArgs(argv) {
 }
 
 // --- the walls --------------------------------------------------------------
-
-const isRoot = () => process.getuid?.() === 0;
 
 /** What a sandbox reads of the grader (sandbox_command.mjs SANDBOX_READS: its own code, the bridge, Pyodide). */
 const sandboxReads = () => SANDBOX_READS.map((p) => path.resolve(p));

@@ -2,7 +2,7 @@
 // sandbox needs (SANDBOX_READS), with its flags, inside jail.mjs's walls. Used by the
 // pool (pool.mjs) for every sandbox, and by the platform entries and the tests.
 import { fileURLToPath } from 'node:url';
-import { jailCommand, jailProblem, PERMISSION_FLAG, sandboxUid } from './jail.mjs';
+import { isRoot, jailCommand, jailProblem, PERMISSION_FLAG, sandboxUid } from './jail.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -45,9 +45,6 @@ export function sandboxNodeFlags(sharedCores) {
     ...(sharedCores ? ['--single-threaded-gc'] : []),
   ];
 }
-
-/** Whether this process runs as root (then each sandbox runs as a uid of its own). */
-export const isRoot = () => process.getuid?.() === 0;
 
 /**
  * The command line of a sandbox running `script` (sandbox.mjs, or a test's probe):
