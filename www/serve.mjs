@@ -484,11 +484,22 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
   let grade = null;
   let pool = null;
   let front = null; // with a queue (www/queue/front.mjs): POST /grade stores, ./lab worker grades
+  // The grader's registry, loaded once, and each submission's hidden inputs, drawn
+  // from the secret and the submission (cli/hidden.mjs); the seed reaches no answer
+  // (the learner's report). The queue's front is handed both.
+  const graderAndHidden = async () => {
+    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'cli', 'hidden.mjs')).href);
+    const { loadGrader } = await import(pathToFileURL(path.join(HERE, 'src', 'node_host.mjs')).href);
+    const registry = new (await loadGrader()).Grader();
+    const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
+    return { registry, hiddenOf: hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses, variantLabs }) };
+  };
   if (grading && queue) {
     const g = grading === true ? {} : grading;
+    const { registry, hiddenOf } = await graderAndHidden();
     const { createQueueFront } = await import(pathToFileURL(path.join(HERE, 'queue', 'front.mjs')).href);
     front = await createQueueFront({
-      connectionString: queue, secretFile, hiddenStatuses, allowOrigins, headers: security('api'),
+      connectionString: queue, registry, hiddenOf, allowOrigins, headers: security('api'),
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}), ...(g.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: g.bodyTimeoutMs } : {}),
     });
   } else if (grading) {
@@ -502,13 +513,7 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
       pool = createGradingPool({ jobs: poolJobs, ...(g.timeoutS ? { timeoutS: g.timeoutS } : {}) });
       await pool.ready;
     }
-    // Each submission's hidden inputs, drawn from the secret and the submission
-    // (cli/hidden.mjs); the seed reaches no answer (the learner's report).
-    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'cli', 'hidden.mjs')).href);
-    const { loadGrader } = await import(pathToFileURL(path.join(HERE, 'src', 'node_host.mjs')).href);
-    const registry = new (await loadGrader()).Grader();
-    const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
-    const hiddenOf = hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses, variantLabs });
+    const { hiddenOf } = await graderAndHidden();
     grade = createGradeHandler({
       pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root), allowOrigins, hiddenOf,
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),

@@ -42,6 +42,8 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
 /**
  * @param {object} o
  * @param {string} o.connectionString  postgres://...
+ * @param {{labs():string, lab(id:string):string}} [o.registry]  the grader's registry (serve.mjs
+ *        hands over the one it loaded); else pkgDir's (www/pkg) is loaded
  * @param {(lab:string, source:string) => {seed:number|null, statuses:string}} [o.hiddenOf]
  *        the submission's hidden inputs (serve.mjs's hiddenPolicy); else one from
  *        secretFile (or a secret of this process's own) and hiddenStatuses
@@ -50,11 +52,11 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
  * Resolves to { handle(req, res) → boolean (false: not a path of the front's),
  *   stats(), metrics(), close() }.
  */
-export async function createQueueFront({ connectionString, hiddenOf, secretFile, hiddenStatuses = 'each', allowOrigins = [], headers = {},
+export async function createQueueFront({ connectionString, registry, hiddenOf, secretFile, hiddenStatuses = 'each', allowOrigins = [], headers = {},
   maxBodyBytes = GRADE_LIMITS.maxBodyBytes, bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, pkgDir, log = (m) => console.error(`queue front: ${m}`),
   ...limits } = {}) {
   const lim = { ...FRONT_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
-  const registry = new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
+  registry ??= new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
   const labInfo = new Map(JSON.parse(registry.labs()).map((l) => [l.id, JSON.parse(registry.lab(l.id))]));
   const labs = [...labInfo.keys()];
   hiddenOf ??= hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses,
