@@ -7,9 +7,11 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { graderFiles } from '../src/node_host.mjs';
 
-// Our own tables live in `grading`; pg-boss keeps its jobs in `pgboss`.
+// Our own tables live in `grading`; pg-boss keeps its jobs in a schema named for its
+// major version: pg-boss 11 cannot migrate pg-boss 10's (`pgboss`), so the two can
+// run side by side while the old one drains (docs/deploy.md).
 export const SCHEMA = 'grading';
-export const BOSS_SCHEMA = 'pgboss';
+export const BOSS_SCHEMA = 'pgboss_v11';
 
 // One row per submission: what was sent, what grades it, and its report once made.
 // `report` is written once (UPDATE ... WHERE report IS NULL), in the same
@@ -91,10 +93,11 @@ export function makePool(connectionString, { max = 5, onError } = {}) {
 }
 
 /** pg-boss on the same database. Started, its schema made or migrated. */
-export async function startBoss(connectionString, { onError, supervise = true, maintenanceIntervalSeconds = 30 } = {}) {
+export async function startBoss(connectionString, { onError, supervise = true, expiryCheckSeconds = 30 } = {}) {
   const boss = new PgBoss({
     connectionString, schema: BOSS_SCHEMA, max: 3, supervise, schedule: false, migrate: true,
-    maintenanceIntervalSeconds, monitorStateIntervalSeconds: 60, archiveCompletedAfterSeconds: 3600,
+    // How often active jobs past their expiry (the lease's backstop) are failed back.
+    superviseIntervalSeconds: expiryCheckSeconds, monitorIntervalSeconds: expiryCheckSeconds,
   });
   boss.on('error', (e) => onError?.(e));
   try {
@@ -117,7 +120,7 @@ export async function ensureSchema(pool) {
   }
 }
 
-/** Creates the build's queue (pg-boss 10 needs it before send or fetch). */
+/** Creates the build's queue (pg-boss needs it before send or fetch). */
 export async function ensureQueue(boss, name) {
   for (let i = 0; ; i++) {
     try {
@@ -187,11 +190,14 @@ export async function whileAway(fn, { log, waitS = START_WAIT_S } = {}) {
 /** The reaper: leases past their time are taken back (the job failed into the queue
  *  again, retried at once, its retry counted); jobs pg-boss gave up on (RETRY_LIMIT
  *  takes) get an error report, so no submission is left without one. Any process may
- *  run it, several at once (SKIP LOCKED). Returns how many leases it took back. */
+ *  run it, several at once (SKIP LOCKED). Only submissions whose job is in this
+ *  pg-boss's schema: another version's processes reap theirs (its queues are not
+ *  this one's). Returns how many leases it took back. */
 export async function reap(pool, boss) {
   const taken = await tx(pool, async (c) => {
-    const { rows } = await c.query(`SELECT id, queue, job_id FROM ${SCHEMA}.submissions
-      WHERE report IS NULL AND lease_until < now() ORDER BY lease_until LIMIT 100 FOR UPDATE SKIP LOCKED`);
+    const { rows } = await c.query(`SELECT s.id, s.queue, s.job_id FROM ${SCHEMA}.submissions s
+      JOIN ${BOSS_SCHEMA}.job j ON j.name = s.queue AND j.id = s.job_id
+      WHERE s.report IS NULL AND s.lease_until < now() ORDER BY s.lease_until LIMIT 100 FOR UPDATE OF s SKIP LOCKED`);
     for (const r of rows) {
       await boss.fail(r.queue, r.job_id, { message: 'lease expired' }, { db: inTx(c) });
       await c.query(`UPDATE ${SCHEMA}.submissions SET lease_until = NULL, lease_worker = NULL, leases_lost = leases_lost + 1 WHERE id = $1`, [r.id]);
