@@ -180,17 +180,22 @@ pub struct LabInfo {
     pub reference_py: &'static str,
     /// The lab's instructions (Markdown), in our own words.
     pub instructions_md: &'static str,
-    /// The lab's Python side (`src/<lab>/bridge.py`): the objects the learner's
-    /// functions receive, and how each is called. The hosts import it beside
+    /// The lab's Python side in the learner's interpreter (`src/deliver_once/bridge.py`,
+    /// `src/courier/learner_side.py`): the objects the learner's functions receive,
+    /// and how each is called. Every host that runs learner code imports it beside
     /// `www/src/bridge.py`, as the module `delivery_lab_<lab id with _>`.
     pub bridge_py: &'static str,
     /// What a learner call can do to its world, each operation once: the hosts
     /// learn the world's protocol from here (`tests/wasm_api.rs` holds the WASM
     /// world objects to it).
     pub world_ops: &'static [WorldOp],
-    /// Whether the learner's calls get a database that the host keeps on its trusted
-    /// side (the bridge's store), reached through the world's operations.
-    pub store: bool,
+    /// The run's database, when the learner's calls get one that the host keeps on
+    /// its trusted side (`src/courier/db_store.py`): the store's Python module, which
+    /// the host imports as `delivery_lab_<lab id with _>_store` where the store lives
+    /// (the page's worker; the grading CLI's grading thread, never its sandbox). The
+    /// learner's code reaches it through the world's operations; the grader's own
+    /// operations on it go through `LearnerHost::store`.
+    pub store_py: Option<&'static str>,
     /// The sections of `lab.md` that are its tasks, in order (see `LabTask`).
     pub tasks: &'static [LabTask],
     /// Whether its hidden tests' inputs can be drawn per submission
@@ -253,19 +258,59 @@ pub enum HiddenInputs {
     Variant(u64),
 }
 
+/// One of the grader's own operations on the run's database of a lab that has one
+/// (`LabInfo::store_py`). Typed, and on a path of its own (`LearnerHost::store`):
+/// no learner call can name one, and none goes through a learner call's path. Each
+/// one's arguments are JSON of the lab's types (`courier::learner`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreOp {
+    /// A fresh database: the lab's tables, its config and its stores.
+    Reset,
+    /// One more action row.
+    Enqueue,
+    /// An action marked dispatched, with its lease.
+    Settle,
+    /// A worker's connection closed, its transaction rolled back.
+    Kill,
+    /// Every connection's transaction rolled back (the database restarts).
+    Restart,
+    /// Every table, as committed: answers them.
+    Dump,
+    /// Every table replaced.
+    Load,
+}
+
+impl StoreOp {
+    /// Its name on the way to the host's store (the store module's `grader_op`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreOp::Reset => "reset",
+            StoreOp::Enqueue => "enqueue",
+            StoreOp::Settle => "settle",
+            StoreOp::Kill => "kill",
+            StoreOp::Restart => "restart",
+            StoreOp::Dump => "dump",
+            StoreOp::Load => "load",
+        }
+    }
+}
+
 /// The learner's code as a host (the page's worker, the grading CLI) runs it, for
 /// every lab alike: each lab adapts it to its own `Solution` or `Host` trait.
 pub trait LearnerHost {
     /// Runs the learner's function `fn_name` on `args_json` with `world`, the lab's
-    /// world for this call (its operations are `LabInfo::world_ops`); with no world,
-    /// one of the host's own trusted operations that the lab names. Answers the
+    /// world for this call (its operations are `LabInfo::world_ops`). Answers the
     /// host's JSON text, `{"ok": ...}` or `{"error": ...}`, or why the host failed.
     fn call(
         &mut self,
         fn_name: &str,
         args_json: &str,
-        world: Option<&dyn LabWorld>,
+        world: &dyn LabWorld,
     ) -> Result<String, String>;
+    /// Runs the grader's operation `op` on the run's database that the host keeps
+    /// for a lab with one (`LabInfo::store_py`), on `args_json`. Answers the host's
+    /// JSON text, `{"ok": ...}` or `{"error": ...}`, or why the host failed.
+    fn store(&mut self, op: StoreOp, args_json: &str) -> Result<String, String>;
     /// What the learner's code printed since the last time this was asked.
     fn take_output(&mut self) -> Option<String> {
         None
@@ -286,7 +331,7 @@ pub fn learner_call(
     };
     let args_json = serde_json::to_string(args)
         .map_err(|e| fault(format!("its arguments did not serialize ({e})")))?;
-    let text = host.call(fn_name, &args_json, Some(world)).map_err(fault)?;
+    let text = host.call(fn_name, &args_json, world).map_err(fault)?;
     if let Some(value) = crate::value::ok_answer(&text) {
         return Ok(value);
     }

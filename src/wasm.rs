@@ -1,15 +1,16 @@
 //! The browser's boundary, and nothing more: one long-lived `Grader` handle, the
 //! `World` object a learner call reaches its lab's world through (one type for every
 //! lab: `op(name, ...args)`, checked against the lab's `world_ops`), and the host's
-//! JS solution object as every lab's `LearnerHost`. Which labs there
-//! are, and how each grades, is the registry's (`src/lab.rs`). Data crosses as JSON
-//! strings of the serde types the native hosts use, so the page reads the same
-//! reports as the CLI. Every failure reaches JS as an `Error` (made by `js_error`),
+//! JS solution object as every lab's `LearnerHost` (its `call` for the learner's
+//! calls, its `store` for the grader's operations on the run's database). Which
+//! labs there are, and how each grades, is the registry's (`src/lab.rs`). Data
+//! crosses as JSON strings of the serde types the native hosts use, so the page
+//! reads the same reports as the CLI. Every failure reaches JS as an `Error` (made by `js_error`),
 //! never as a panic.
 
 use crate::lab::{
-    lab_by_id, world_op, Arg, HiddenInputs, Lab, LabWorld, LearnerHost, OpValue, RunMode, WorldOp,
-    OP_ARGS_MAX,
+    lab_by_id, world_op, Arg, HiddenInputs, Lab, LabWorld, LearnerHost, OpValue, RunMode, StoreOp,
+    WorldOp, OP_ARGS_MAX,
 };
 use crate::labs;
 use crate::report::{Audience, HiddenStatuses, Report, TestKind};
@@ -100,6 +101,13 @@ export interface LearnerSolution {
    * object for every call of a run: do not `free()` it.
    */
   call(fn_name: string, args_json: string, world: World): string;
+  /**
+   * Runs the grader's operation `op` (reset, enqueue, settle, kill, restart, dump,
+   * load) on the run's database that the host keeps for a lab with one (its
+   * `store_py`), and answers `{"ok": ...}` or `{"error": ...}`. Never a learner
+   * call: required for such a lab, never called for another.
+   */
+  store?(op: string, args_json: string): string;
   /** What the learner printed since the last call. */
   take_output?(): string | undefined;
 }
@@ -116,8 +124,7 @@ extern "C" {
     #[wasm_bindgen(method, getter = call, catch)]
     fn call_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
 
-    /// The learner call (or, with `world` undefined, the host's own trusted
-    /// operation): `world` is the lab's world object for this call.
+    /// The learner call: `world` is the lab's world object for this call.
     #[wasm_bindgen(method, catch)]
     fn call(
         this: &SolutionObject,
@@ -125,6 +132,13 @@ extern "C" {
         args_json: &str,
         world: JsValue,
     ) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, getter = store, catch)]
+    fn store_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
+
+    /// The grader's operation on the run's database the host keeps.
+    #[wasm_bindgen(method, catch, js_name = store)]
+    fn store_call(this: &SolutionObject, op: &str, args_json: &str) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(method, getter = take_output, catch)]
     fn take_output_prop(this: &SolutionObject) -> Result<JsValue, JsValue>;
@@ -199,9 +213,11 @@ struct LabDetails {
     reference_py: &'static str,
     instructions_md: &'static str,
     bridge_py: &'static str,
+    store_py: Option<&'static str>,
     default_seed: u64,
     tests: Vec<TestSummary>,
     world_ops: &'static [WorldOp],
+    /// Whether it has `store_py`.
     store: bool,
     /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
     tasks: Vec<&'static str>,
@@ -244,6 +260,7 @@ impl Grader {
             reference_py: i.reference_py,
             instructions_md: i.instructions_md,
             bridge_py: i.bridge_py,
+            store_py: i.store_py,
             default_seed: seed_or_default(None),
             tests: lab
                 .tests()
@@ -251,7 +268,7 @@ impl Grader {
                 .map(|(name, kind)| TestSummary { name, kind })
                 .collect(),
             world_ops: i.world_ops,
-            store: i.store,
+            store: i.store_py.is_some(),
             tasks: i.tasks.iter().map(|t| t.heading).collect(),
             hidden_variants: i.hidden_variants,
         })
@@ -369,6 +386,11 @@ fn grade_report(
             "grade() needs a solution object with a call(fn_name, args_json, world) method",
         ));
     }
+    if lab.info().store_py.is_some() && !solution.store_prop().is_ok_and(|f| f.is_function()) {
+        return Err(js_error(format!(
+            "grade() of lab `{lab_id}` needs a solution object with a store(op, args_json) method: the host keeps the lab's database"
+        )));
+    }
     Ok(lab.grade(
         &mut JsHost {
             solution,
@@ -400,35 +422,36 @@ impl LearnerHost for JsHost {
         &mut self,
         fn_name: &str,
         args_json: &str,
-        world: Option<&dyn LabWorld>,
+        world: &dyn LabWorld,
     ) -> Result<String, String> {
-        let js_world = match world {
-            Some(w) => {
-                let (slot, js) = self.world.get_or_insert_with(|| {
-                    let slot = Slot::default();
-                    let js = JsValue::from(World { slot: slot.clone() });
-                    (slot, js)
-                });
-                *slot.borrow_mut() = Some(w.handle());
-                js.clone()
-            }
-            None => JsValue::UNDEFINED,
-        };
-        let returned = self.solution.call(fn_name, args_json, js_world);
-        if let Some((slot, _)) = &self.world {
-            drop(slot.borrow_mut().take());
-        }
-        let returned =
-            returned.map_err(|e| format!("the host's call threw {}", describe_thrown(&e)))?;
-        returned
-            .as_string()
-            .ok_or_else(|| format!("the host's call returned {returned:?}, not a JSON string"))
+        let (slot, js_world) = self.world.get_or_insert_with(|| {
+            let slot = Slot::default();
+            let js = JsValue::from(World { slot: slot.clone() });
+            (slot, js)
+        });
+        *slot.borrow_mut() = Some(world.handle());
+        let returned = self.solution.call(fn_name, args_json, js_world.clone());
+        drop(slot.borrow_mut().take());
+        json_text(returned, "call")
+    }
+
+    fn store(&mut self, op: StoreOp, args_json: &str) -> Result<String, String> {
+        json_text(self.solution.store_call(op.name(), args_json), "store")
     }
 
     /// Optional on the JS side; a throwing `take_output` only loses the output.
     fn take_output(&mut self) -> Option<String> {
         take_output(&self.solution)
     }
+}
+
+/// What a solution object's method answered, as the JSON text it must be.
+fn json_text(returned: Result<JsValue, JsValue>, method: &str) -> Result<String, String> {
+    let returned =
+        returned.map_err(|e| format!("the host's {method} threw {}", describe_thrown(&e)))?;
+    returned
+        .as_string()
+        .ok_or_else(|| format!("the host's {method} returned {returned:?}, not a JSON string"))
 }
 
 /// The world of one learner call, for every lab: `op(name, ...args)` runs one of the

@@ -137,7 +137,7 @@ fn every_signature_in_a_labs_text_and_reference_is_the_starters() {
 /// none passing, and names the function the host could not run.
 #[test]
 fn every_lab_grades_through_the_one_learner_host() {
-    use delivery_lab::lab::{LearnerHost, RunMode};
+    use delivery_lab::lab::{LearnerHost, RunMode, StoreOp};
     use delivery_lab::report::{Audience, TestStatus};
     struct Broken;
     impl LearnerHost for Broken {
@@ -145,8 +145,11 @@ fn every_lab_grades_through_the_one_learner_host() {
             &mut self,
             _fn_name: &str,
             _args_json: &str,
-            _world: Option<&dyn delivery_lab::lab::LabWorld>,
+            _world: &dyn delivery_lab::lab::LabWorld,
         ) -> Result<String, String> {
+            Err("this host runs nothing".into())
+        }
+        fn store(&mut self, _op: StoreOp, _args_json: &str) -> Result<String, String> {
             Err("this host runs nothing".into())
         }
     }
@@ -299,16 +302,21 @@ fn an_examples_code_is_its_calls_and_results_and_a_hidden_test_has_none() {
 
 /// The world protocol lives once, in the registry (`world_ops`): every world a lab
 /// hands to a learner call answers exactly those operations, by name, and the
-/// checks in `world_op` refuse anything else before the world sees it.
+/// checks in `world_op` refuse anything else before the world sees it. And the two
+/// paths to a host stay apart: every learner call names one of the lab's functions,
+/// and the grader's operations on the run's database come through `store` only,
+/// from a lab that has one.
 #[test]
 fn every_world_answers_exactly_its_registry_operations() {
     use delivery_lab::lab::{
-        world_op, Arg, LabWorld, LearnerHost, OpError, OpValue, RunMode, OP_ARGS_MAX,
+        world_op, Arg, LabWorld, LearnerHost, OpError, OpValue, RunMode, StoreOp, OP_ARGS_MAX,
     };
     use delivery_lab::report::Audience;
     struct Probe {
         worlds: usize,
         ops: &'static [delivery_lab::lab::WorldOp],
+        functions: &'static [&'static str],
+        store_ops: Vec<StoreOp>,
     }
     fn sample(want: Arg) -> OpValue {
         match want {
@@ -321,15 +329,14 @@ fn every_world_answers_exactly_its_registry_operations() {
     impl LearnerHost for Probe {
         fn call(
             &mut self,
-            _fn_name: &str,
+            fn_name: &str,
             _args_json: &str,
-            world: Option<&dyn LabWorld>,
+            world: &dyn LabWorld,
         ) -> Result<String, String> {
-            // The host's own trusted operations succeed, so the lab goes on to
-            // the learner calls.
-            let Some(world) = world else {
-                return Ok(r#"{"ok": null}"#.into());
-            };
+            assert!(
+                self.functions.contains(&fn_name),
+                "a learner call named {fn_name}, no function of the lab"
+            );
             self.worlds += 1;
             let names =
                 |ops: &[delivery_lab::lab::WorldOp]| ops.iter().map(|o| o.name).collect::<Vec<_>>();
@@ -371,11 +378,18 @@ fn every_world_answers_exactly_its_registry_operations() {
             assert!(matches!(e, Err(OpError::Unknown { .. })));
             Err("probed".into())
         }
+        // The store's operations succeed, so the lab goes on to the learner calls.
+        fn store(&mut self, op: StoreOp, _args_json: &str) -> Result<String, String> {
+            self.store_ops.push(op);
+            Ok(r#"{"ok": null}"#.into())
+        }
     }
     for lab in delivery_lab::labs() {
         let mut host = Probe {
             worlds: 0,
             ops: lab.info().world_ops,
+            functions: lab.info().functions,
+            store_ops: Vec::new(),
         };
         lab.grade(
             &mut host,
@@ -389,5 +403,15 @@ fn every_world_answers_exactly_its_registry_operations() {
             "{}: no call was handed a world",
             lab.info().id
         );
+        assert_eq!(
+            host.store_ops.contains(&StoreOp::Reset),
+            lab.info().store_py.is_some(),
+            "{}: store operations {:?}",
+            lab.info().id,
+            host.store_ops
+        );
+        if lab.info().store_py.is_none() {
+            assert_eq!(host.store_ops, [], "{}", lab.info().id);
+        }
     }
 }

@@ -160,7 +160,8 @@ async function checkGrader() {
       if (own.join() !== id) throw new Error(`labs/${id} holds ${own.join(', ') || 'no lab'}`);
       const lab = JSON.parse(grader.lab(id));
       hidden += lab.tests.filter((t) => t.kind === 'hidden').length;
-      bridges[id] = lab.bridge_py;
+      // The page's snapshot holds the lab's Python sides: its learner side and its store.
+      bridges[id] = `${lab.bridge_py}\0${lab.store_py ?? ''}`;
       if (noReference && lab.reference_py) throw new Error(`built without the reference, yet labs/${id} carries it`);
     }
     if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);

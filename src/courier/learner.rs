@@ -1,10 +1,11 @@
 //! The learner's code as a host runs it (`LearnerHost`: the page's worker, the
 //! grading CLI), adapted to this lab's `Host`: each piece's call with its step's
-//! world, and the host's trusted operations on the run's database, named here
-//! (`__courier_reset` and the like: calls with no world, never the learner's).
+//! world, and the grader's own operations on the run's database, which the host
+//! keeps (`db_store.py`): typed `StoreOp`s on a path of their own
+//! (`LearnerHost::store`), never a learner call.
 
 use super::sim::{ActionRow, Call, Config, Host, RunStop, StepWorld, Tables};
-use crate::lab::{learner_call, LearnerHost};
+use crate::lab::{learner_call, LearnerHost, StoreOp};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
 
@@ -19,19 +20,22 @@ struct ResetArgs<'a> {
 }
 
 impl Learner<'_> {
-    /// A trusted operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
-    fn trusted(&mut self, op: &str, args: &impl Serialize) -> Result<serde_json::Value, RunStop> {
-        let failed = |why: String| RunStop::Failed(format!("{op}: {why}"));
+    /// A store operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
+    fn store(&mut self, op: StoreOp, args: &impl Serialize) -> Result<serde_json::Value, RunStop> {
+        let name = op.name();
+        let failed = |why: String| RunStop::Failed(format!("{name} on the run's database: {why}"));
         let args = serde_json::to_string(args).map_err(|e| failed(e.to_string()))?;
-        let text = self.0.call(op, &args, None).map_err(failed)?;
+        let text = self.0.store(op, &args).map_err(failed)?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| failed(format!("the host's answer is not JSON ({e})")))?;
         match (v.get("ok"), v.get("error")) {
             (Some(ok), None) => Ok(ok.clone()),
             // The limit can land while the host works for the lab.
-            (None, Some(e)) if e.get("kind").and_then(|k| k.as_str()) == Some("timeout") => Err(
-                RunStop::TimedOut(format!("{op}: the run reached its time limit")),
-            ),
+            (None, Some(e)) if e.get("kind").and_then(|k| k.as_str()) == Some("timeout") => {
+                Err(RunStop::TimedOut(format!(
+                    "{name} on the run's database: the run reached its time limit"
+                )))
+            }
             (None, Some(e)) => Err(failed(
                 e.get("message")
                     .and_then(|m| m.as_str())
@@ -50,15 +54,15 @@ impl Host for Learner<'_> {
             stores,
             schema: super::SCHEMA_SQL,
         };
-        self.trusted("__courier_reset", &args).map(|_| ())
+        self.store(StoreOp::Reset, &args).map(|_| ())
     }
 
     fn enqueue(&mut self, action: &ActionRow) -> Result<(), RunStop> {
-        self.trusted("__courier_enqueue", action).map(|_| ())
+        self.store(StoreOp::Enqueue, action).map(|_| ())
     }
 
     fn settle(&mut self, action_id: u64, now_ms: u64) -> Result<(), RunStop> {
-        self.trusted("__courier_settle", &(action_id, now_ms))
+        self.store(StoreOp::Settle, &(action_id, now_ms))
             .map(|_| ())
     }
 
@@ -69,21 +73,21 @@ impl Host for Learner<'_> {
     fn kill(&mut self, worker: &str) {
         // A host that cannot close the connection still loses the worker's
         // transaction at its next reset; nothing to report here.
-        let _ = self.trusted("__courier_kill", &worker);
+        let _ = self.store(StoreOp::Kill, &worker);
     }
 
     fn restart_db(&mut self) {
-        let _ = self.trusted("__courier_restart", &());
+        let _ = self.store(StoreOp::Restart, &());
     }
 
     fn dump(&mut self) -> Result<Tables, RunStop> {
-        let v = self.trusted("__courier_dump", &())?;
+        let v = self.store(StoreOp::Dump, &())?;
         Tables::from_json(&v)
             .map_err(|e| RunStop::Failed(format!("the host's tables do not read: {e}")))
     }
 
     fn load(&mut self, tables: &Tables) -> Result<(), RunStop> {
-        self.trusted("__courier_load", tables).map(|_| ())
+        self.store(StoreOp::Load, tables).map(|_| ())
     }
 
     fn take_output(&mut self) -> Option<String> {

@@ -77,9 +77,9 @@ static INFO: LabInfo = LabInfo {
     starter_py: include_str!("starter.py"),
     reference_py: reference_py!("reference.py"),
     instructions_md: include_str!("lab.md"),
-    bridge_py: include_str!("bridge.py"),
+    bridge_py: include_str!("learner_side.py"),
     world_ops: step_world::OPS,
-    store: true,
+    store_py: Some(include_str!("db_store.py")),
     // A unit test belongs to the piece it calls; the fairness run measures claim;
     // the chaos run is what "What the simulator throws at you" describes.
     tasks: &[

@@ -41,7 +41,7 @@ pub static INFO: LabInfo = LabInfo {
     instructions_md: include_str!("lab.md"),
     bridge_py: include_str!("bridge.py"),
     world_ops: world::OPS,
-    store: false,
+    store_py: None,
     // Each case names its function's section (`case::Case::section`).
     tasks: &[
         LabTask {

@@ -10,7 +10,7 @@
 // ends that submission as "interfered with the grader", never the coordinator.
 import fs from 'node:fs';
 
-// The store's protocol (bridge.py's store_* functions): what a sandbox may ask of
+// The store's protocol (src/courier/db_store.py's store_* functions): what a sandbox may ask of
 // the coordinator's database for a lab whose registry entry says `store`. A
 // statement with its parameters as JSON, and the provider's calls, whose committed
 // attempts the store reads itself; the store then asks the lab's world.
@@ -31,7 +31,7 @@ export function sandboxOps(info) {
   return Object.fromEntries(info.world_ops.map((op) => [op.name, op.args]));
 }
 
-/** How deep a statement's parameters (JSON text, bridge.py's `_dumps`) may nest:
+/** How deep a statement's parameters (JSON text, learner_side.py's `_dumps`) may nest:
  *  executemany's list of parameter lists of blobs ({"blob": ...}) is 3. The store
  *  parses them in Python, whose parser recurses: 200,000 brackets would overflow
  *  its stack, so deeper text is refused before it gets there. */
@@ -62,7 +62,7 @@ export const SANDBOX_OUT_FD = 4;
 export const FRAME_CAP_BYTES = 1 << 20;
 /** What one submission's sandbox may send in all; an honest courier run sends
  *  about 8 MB (measured: the reference, 21,077 calls, 75,789 world operations;
- *  each statement's text crosses once, then by its number: src/courier/bridge.py's
+ *  each statement's text crosses once, then by its number: src/courier/learner_side.py's
  *  SQL_REF). A wrong solution stays a fail, not a flood: the chaos run stops past
  *  its budget of steps (src/courier/sim.rs STEPS_PER_ACTION_CAP); a lease written
  *  as a duration, which used to send more than this cap, sends about 4 MB. */

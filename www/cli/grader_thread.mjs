@@ -12,12 +12,13 @@
 // blocked read) and the server.
 //
 // The courier lab's database lives here too, in an interpreter of this thread's own
-// (bridge.py's CourierStore, as on the page): the sandbox's `db` and `provider` send
+// (src/courier/db_store.py's CourierStore, as on the page; the sandbox's interpreter
+// never gets that module): the sandbox's `db` and `provider` send
 // each statement and provider call, and get rows and answers back. The tables the
 // grader reads, the attempts committed before a send, and whether a step left a
 // transaction open are read here, never taken from the sandbox. Only our code runs
 // in that interpreter; the learner's SQL runs inside its SQLite under the store's
-// authorizer and caps (bridge.py). That SQL is hostile input running in C compiled
+// authorizer and caps (db_store.py). That SQL is hostile input running in C compiled
 // to WebAssembly, so a store serves one submission only: a thread whose store was
 // used says `retire` with its verdict and the pool replaces it (a fresh isolate, a
 // fresh interpreter), as it replaces a sandbox.
@@ -34,7 +35,7 @@ import { BRIDGE_FILE, loadPython } from './python.mjs';
 const grader = new (await loadGrader({ dir: workerData?.graderDir })).Grader();
 
 // The store's interpreter: SQLite's heap and the database have caps of their own
-// (bridge.py); this bounds the rest.
+// (db_store.py); this bounds the rest.
 const STORE_MEMORY_MB = 1024;
 
 // The labs, as the registry describes them.
@@ -48,7 +49,7 @@ const stores = await (async () => {
   const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
   const pyodide = await loadPython({ memoryMb: STORE_MEMORY_MB, snapshotFile: usable ? snapshotFile : null });
   const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'), LABS);
-  return new Map(LABS.filter((l) => l.store).map((l) => [l.id, { call: py.call, useLab: () => py.useLab(l.id), ...py.store(l.id) }]));
+  return new Map(LABS.filter((l) => l.store).map((l) => [l.id, py.store(l.id)]));
 })();
 
 // Each lab as the registry describes it (src/lab.rs): its world's operations, and
@@ -100,8 +101,6 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   if (!LAB_OF.has(lab)) throw new Error(`unknown lab ${lab}`);
   const { store, ops } = LAB_OF.get(lab);
   const hasStore = store !== null;
-  // Its trusted operations, run through the bridge's call, go to this lab's module.
-  store?.useLab();
   const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
   const stop = (e) => {
@@ -152,12 +151,6 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
     call(fnName, argsJson, world) {
       try {
         if (state.problem || state.closed) return gone();
-        // The grader's trusted operations on the lab's database (its module's
-        // HOST_OP_PREFIX): answered by the store here, never sent to a sandbox.
-        if (hasStore && fnName.startsWith(store.opPrefix)) {
-          state.usedStore = true;
-          return store.call(fnName, argsJson, null);
-        }
         state.calls++;
         if (world && hasStore) state.usedStore = true;
         const frame = { t: 'call', fn: fnName, args: argsJson, world: Boolean(world) };
@@ -183,6 +176,14 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
         stop(e);
         return gone();
       }
+    },
+    // The grader's own operations on the lab's database: answered by the store
+    // here, never sent to a sandbox. Once the sandbox is gone, the run is over.
+    store(op, argsJson) {
+      if (state.problem || state.closed) return gone();
+      if (!hasStore) throw new Error(`lab ${lab} keeps no database`);
+      state.usedStore = true;
+      return store.op(op, argsJson);
     },
     take_output() {
       if (state.problem || state.closed) return undefined;

@@ -224,7 +224,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // with a sandbox's flags). The grading threads restore the same snapshot.
   async function makeSnapshot() {
     // The labs' Python sides, from the registry: the snapshot imports them, and
-    // every sandbox reads them (it holds no grader to ask).
+    // every sandbox reads them (it holds no grader to ask). Their learner sides
+    // only: a lab's store (store_py) is the grading thread's, never a sandbox's.
     const labs = JSON.parse(grader.labs()).map(({ id }) => ({ id, bridge_py: labInfo(id).bridge_py }));
     fs.writeFileSync(labsFileOf(snapshotFile), JSON.stringify(labs), { mode: 0o444 });
     if (sandboxScript !== SANDBOX) {

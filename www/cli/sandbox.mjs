@@ -57,8 +57,9 @@ if (makeCodeCacheTo) {
   fs.writeFileSync(makeCodeCacheTo, pyodideCodeCache());
   exit(0);
 }
-// A lab's database (its store) is the coordinator's: this bridge asks it.
-py.useRemoteStore();
+// A lab's database (its store) is the coordinator's: this interpreter never gets
+// its module (the labs' file holds only their learner sides), and the lab's `db`
+// asks the call's world.
 py.noInterrupts();
 const wire = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
 

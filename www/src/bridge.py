@@ -1,7 +1,8 @@
 """The Python side of the delivery-lab host: it loads the learner's solution.py and
 runs one learner function per call from the grader, through the lab's own Python
-side (a module of the lab's folder, `src/<lab>/bridge.py`, which builds the
-learner's objects over the grader's world).
+side (a module of the lab's folder, `LabInfo::bridge_py`: `src/deliver_once/bridge.py`,
+`src/courier/learner_side.py`, which builds the learner's objects over the
+grader's world).
 
 The engine (Rust, compiled to WASM) decides everything: which calls to make, what
 the world answers, what was expected. This module and the labs' only translate:
@@ -10,8 +11,9 @@ expected values never come here.
 A lab's module (imported beside this one, chosen with `use_lab`) provides
 `call(fn_name, fn, args, live)`: runs the learner's function `fn` on the grader's
 arguments (parsed JSON) with the lab's objects over `live` (the call's world, see
-`_Call`), answering JSON text; and, when the host has trusted operations of its
-own for the lab, `HOST_OP_PREFIX` and `host_op(op, args)`.
+`_Call`), answering JSON text. A lab whose calls get a database has a store
+module too (`LabInfo::store_py`), imported only by the host that keeps the store;
+the grader's own operations on it come through `store_op`, never through `call`.
 """
 
 import functools
@@ -30,8 +32,6 @@ DEPTH_CAP = 20      # nesting of tuples/lists described before giving up
 
 _solution = None    # the learner's module, fresh for each run
 _lab = None         # the lab's module (use_lab)
-_host_op_prefix = None  # its HOST_OP_PREFIX, read once (use_lab)
-_remote_store = False  # True in the grading CLI's sandbox: a lab's store is a process away
 _interrupts = True  # False where the host never interrupts (the grading CLI's sandbox):
                     # a KeyboardInterrupt there is the learner's own exception
 _timed_out = False  # once the run hit its limit, every later call ends at once
@@ -267,15 +267,8 @@ def alarms_json():
 
 def use_lab(module_name):
     """The lab whose learner code this interpreter runs: its module, imported."""
-    global _lab, _host_op_prefix
+    global _lab
     _lab = sys.modules[module_name]
-    _host_op_prefix = getattr(_lab, "HOST_OP_PREFIX", None)
-
-
-def use_remote_store():
-    """Called once by the grading CLI's sandbox: a lab's store is not here."""
-    global _remote_store
-    _remote_store = True
 
 
 def no_interrupts():
@@ -284,10 +277,6 @@ def no_interrupts():
     is, never as the time limit, which only the grader says is reached."""
     global _interrupts
     _interrupts = False
-
-
-def remote_store():
-    return _remote_store
 
 
 def load(source, functions_json, limit_s):
@@ -422,15 +411,6 @@ def call(fn_name, args_json, world):
     global _timed_out
     if _timed_out:
         return _timeout()
-    prefix = _host_op_prefix
-    if prefix and fn_name.startswith(prefix):
-        try:
-            return _lab.host_op(fn_name, json.loads(args_json))
-        except KeyboardInterrupt:
-            _timed_out = True
-            return _timeout()
-        except Exception as e:
-            return json.dumps({"error": {"kind": "host", "message": f"{_type(e)}: {e}"}})
     # No __init__: set after, the object is made without a Python frame.
     live = _Call()
     live.world = _bound_world if world is True else world
@@ -447,6 +427,23 @@ def call(fn_name, args_json, world):
         return _exception(e)
     finally:
         live.world = None
+
+
+def store_op(store, op, args_json):
+    """Runs the grader's operation `op` (`StoreOp`, src/lab.rs) on the lab's store:
+    `store` is the lab's store module (its `grader_op`). A path of its own, which
+    no learner call takes. Answers JSON text as `call` does; the time limit ends
+    it as it ends a call (on the page, the store is in this interpreter)."""
+    global _timed_out
+    if _timed_out:
+        return _timeout()
+    try:
+        return store.grader_op(op, json.loads(args_json))
+    except KeyboardInterrupt:
+        _timed_out = True
+        return _timeout()
+    except Exception as e:
+        return json.dumps({"error": {"kind": "host", "message": f"{_type(e)}: {e}"}})
 
 
 def _exception(e):

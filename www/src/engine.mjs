@@ -10,6 +10,8 @@ const BRIDGE_MODULE = 'delivery_lab_bridge';
 
 /** The Python module name of a lab's side of the bridge (`LabInfo::bridge_py`). */
 export const labModule = (labId) => `delivery_lab_${labId.replace(/-/g, '_')}`;
+/** The Python module name of a lab's store (`LabInfo::store_py`). */
+const storeModule = (labId) => `${labModule(labId)}_store`;
 
 // The world reaches Python through one function per interpreter, bound once, not
 // as a JsProxy made (and torn down) per call with `op` looked up per operation:
@@ -36,19 +38,24 @@ function worldSlotOf(pyodide) {
 
 /**
  * The bridge's entry points in `pyodide` (bridge.py imported from a file, once,
- * with each lab's own Python side beside it: `labs`, [{id, bridge_py}] as the
- * registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
- * `call(fnName, argsJson, world)`, `takeOutput()`. The page's engine and the
- * grading CLI's sandbox and grading thread all use it. `bindWorld`: a call's world
- * is the grader's WASM World (only `op`), reached through the bound function
- * (worldSlotOf); otherwise (the CLI sandbox's remote world, which carries more
- * than `op`) it crosses as a proxy of its own.
+ * with each lab's own Python side beside it: `labs`, [{id, bridge_py, store_py?}]
+ * as the registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
+ * `call(fnName, argsJson, world)`, `takeOutput()`, and a lab's store, `store(id)`,
+ * when its `store_py` is given (the page and the grading thread give it; a sandbox
+ * never has it). The page's engine and the grading CLI's sandbox and grading
+ * thread all use it. `bindWorld`: a call's world is the grader's WASM World (only
+ * `op`), reached through the bound function (worldSlotOf); otherwise (the CLI
+ * sandbox's remote world, which carries more than `op`) it crosses as a proxy of
+ * its own.
  */
 export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false } = {}) {
   if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
-  for (const lab of labs) pyodide.FS.writeFile(`${BRIDGE_DIR}/${labModule(lab.id)}.py`, lab.bridge_py);
+  for (const lab of labs) {
+    pyodide.FS.writeFile(`${BRIDGE_DIR}/${labModule(lab.id)}.py`, lab.bridge_py);
+    if (lab.store_py) pyodide.FS.writeFile(`${BRIDGE_DIR}/${storeModule(lab.id)}.py`, lab.store_py);
+  }
   const sys = pyodide.pyimport('sys');
   if (!sys.path.includes(BRIDGE_DIR)) sys.path.insert(0, BRIDGE_DIR);
   sys.destroy();
@@ -59,11 +66,26 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
     if (!modules.has(id)) throw new Error(`bridgeOf: no Python side was given for lab ${id}`);
     return modules.get(id);
   };
+  // Imported when a host asks for it: only the hosts that keep a store do.
+  const stores = new Map();
+  const storeOf = (id) => {
+    if (!stores.has(id)) {
+      if (!labs.some((lab) => lab.id === id && lab.store_py)) throw new Error(`bridgeOf: no store was given for lab ${id}`);
+      stores.set(id, pyodide.pyimport(storeModule(id)));
+    }
+    return stores.get(id);
+  };
   // Kept for the engine's life: looking a PyProxy up again per call would cost
   // more than the call itself.
   const call = bridge.call;
   const takeOutput = bridge.take_output;
+  const storeOp = bridge.store_op;
   const slot = worldSlotOf(pyodide);
+  // bridge.call and store_op catch what happens in them; an interrupt that lands
+  // just outside their try, or a fault of the host itself, gets here.
+  const thrown = (e, limitS) => (e && e.type === 'KeyboardInterrupt'
+    ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
+    : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } }));
   let bound = false;
   // Per learner function, its call with the bound world (bridge.bound_caller): the
   // function's name is not converted into Python again at each call.
@@ -80,16 +102,27 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
       bridge.use_lab(labModule(id));
     },
     load: bridge.load,
-    /** The grading CLI's sandbox: a lab's store is the coordinator's. */
-    useRemoteStore: () => bridge.use_remote_store(),
     /** The grading CLI's sandbox: no interrupts; a KeyboardInterrupt is the code's own. */
     noInterrupts: () => bridge.no_interrupts(),
-    /** The grading CLI's grading thread: lab `id`'s store (its registry entry says
-     *  `store`), asked on a sandbox's behalf; its trusted operations go to `call`. */
-    store(id) {
-      const m = moduleOf(id);
+    /**
+     * Lab `id`'s store, the run's database (its registry entry's `store_py`), for a
+     * host that keeps it. `op(op, argsJson)`: the grader's own operations on it
+     * (`LearnerHost::store`), never a learner call. The grading thread answers a
+     * sandbox's requests with `begin`, `sql`, `send`, `lookup` and `end`. `beside`
+     * (the page): the learner's code runs in this interpreter too, and its `db`
+     * reaches the store here.
+     */
+    store(id, { beside = false } = {}) {
+      const m = storeOf(id);
+      if (beside) moduleOf(id).use_local_store(m);
       return {
-        opPrefix: m.HOST_OP_PREFIX,
+        op(name, argsJson) {
+          try {
+            return storeOp(m, name, argsJson);
+          } catch (e) {
+            return thrown(e);
+          }
+        },
         begin: m.store_begin,
         sql: m.store_sql,
         send: m.store_send,
@@ -111,11 +144,7 @@ export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false }
       try {
         return viaSlot ? boundCall(fnName)(argsJson, true) : call(fnName, argsJson, w);
       } catch (e) {
-        // bridge.call catches the learner's errors; an interrupt that lands just
-        // outside its try, or a fault of the host itself, gets here.
-        return e && e.type === 'KeyboardInterrupt'
-          ? JSON.stringify({ error: { kind: 'timeout', limit_s: limitS } })
-          : JSON.stringify({ error: { kind: 'host', message: `The Python host failed: ${e && e.message || e}` } });
+        return thrown(e, limitS);
       } finally {
         slot.current = null;
       }
@@ -148,13 +177,17 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   const py = bridgeOf(pyodide, bridgeSource, [lab], { bindWorld: true });
   py.useLab(labId);
   const functionsJson = JSON.stringify(lab.functions);
+  // A lab whose calls get a database: its store lives here, beside the learner's code.
+  const store = lab.store ? py.store(labId, { beside: true }) : null;
 
   // The object the grader calls into. It runs each learner function with the
-  // world the grader passes, and hands back the captured prints per test.
+  // world the grader passes, and hands back the captured prints per test; the
+  // grader's operations on the lab's database go to `store`.
   const solution = {
     // `world` is the run's one World (src/wasm.rs): it answers only while this
     // call runs, and is not freed here.
     call: (fnName, argsJson, world) => py.call(fnName, argsJson, world, lab.time_limit_s),
+    ...(store ? { store: store.op } : {}),
     take_output: () => py.takeOutput(),
   };
 

@@ -66,6 +66,8 @@ export function withProgress(Grader, onProgress, { now = () => performance.now()
           if (end - said >= PROGRESS_EVERY_MS) tell(end);
         }
       },
+      // The grader's own operations on the lab's database: no call of the learner's code.
+      ...(typeof solution.store === 'function' ? { store: (op, argsJson) => solution.store(op, argsJson) } : {}),
       take_output: () => (typeof solution.take_output === 'function' ? solution.take_output() : undefined),
     };
   };

@@ -276,7 +276,7 @@ test('each lab\'s world object answers exactly the operations its registry entry
   const WRONG = { string: 1, number: 'x', 'number?': 'x', boolean: 'x' };
   for (const { id } of JSON.parse(grader.labs())) {
     const info = JSON.parse(grader.lab(id));
-    assert.equal(typeof info.store, 'boolean', id);
+    assert.equal(info.store, typeof info.store_py === 'string', id);
     assert.ok(info.world_ops.length > 0, id);
     for (const op of info.world_ops) {
       assert.ok(op.args.every((a) => a in SAMPLE), `${id} ${op.name}`);
@@ -304,13 +304,28 @@ test('each lab\'s world object answers exactly the operations its registry entry
           assert.throws(() => world.op('constructor'), /no operation `constructor`/);
           assert.throws(() => world.op('kv_get', 'k', 'k', 'k', 'k'), /no operation|takes/);
         }
-        return fn.startsWith('__') ? JSON.stringify({ ok: null }) : JSON.stringify({ error: { kind: 'host', message: 'no' } });
+        return JSON.stringify({ error: { kind: 'host', message: 'no' } });
       },
+      // The grader's operations on a lab's database succeed, so it goes on to the calls.
+      store: () => JSON.stringify({ ok: null }),
     };
     grader.grade(id, solution, 1);
     assert.ok(calls > 0, `${id}: no call was handed a world`);
     assert.deepEqual(problems, [], id);
   }
+});
+
+// The grader's operations on a lab's database take the solution's `store`, never
+// its `call`: a host that offers no store for such a lab is refused before any call.
+test('a lab that keeps a database is graded only through a solution with a store method', async () => {
+  const { loadGrader } = await import('../src/node_host.mjs');
+  const grader = new (await loadGrader()).Grader();
+  const asked = [];
+  const solution = { call: (fn) => { asked.push(fn); return JSON.stringify({ ok: null }); } };
+  assert.throws(() => grader.grade('courier', solution, 1),
+    { message: 'grade() of lab `courier` needs a solution object with a store(op, args_json) method: the host keeps the lab\'s database' });
+  assert.deepEqual(asked, []);
+  assert.equal(JSON.parse(grader.lab('courier')).store, true);
 });
 
 test('a lone surrogate in what the learner raises or prints is shown as its escape, not a host failure', () => {

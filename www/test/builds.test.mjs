@@ -108,11 +108,11 @@ function labModules() {
 
 function referenceNeedles({ module }) {
   const dir = path.join(REPO, 'src', module);
-  // The texts every build holds anyway: its starter, instructions and bridge, and the
+  // The texts every build holds anyway: its starter, instructions and Python sides, and the
   // engine's own Rust (rule texts, the statements its scripted worlds run: a line the
   // reference shares with those is no sign of the reference).
   const rust = fs.readdirSync(dir).filter((f) => f.endsWith('.rs'));
-  const open = ['starter.py', 'lab.md', 'bridge.py', ...rust].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
+  const open = ['starter.py', 'lab.md', 'bridge.py', 'learner_side.py', 'db_store.py', ...rust].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
     .concat(walk(path.join(WWW, 'src')))
     // Rust's string literals as the engine holds them.
     .map((f) => (f.endsWith('.rs') ? fs.readFileSync(f, 'utf8').replace(/\\(["\\])/g, '$1') : fs.readFileSync(f, 'utf8'))).join('\n');

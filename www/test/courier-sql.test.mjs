@@ -8,62 +8,28 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { bridgeOf } from '../src/engine.mjs';
-import { paths } from '../src/node_host.mjs';
+import { courierStore } from './courier-store-fixture.mjs';
 
 let py;
 before(async () => {
-  const { loadPyodide } = await import('pyodide');
-  const pyodide = await loadPyodide({ indexURL: paths.pyodide });
-  const { loadGrader } = await import('../src/node_host.mjs');
-  const courier = JSON.parse(new (await loadGrader()).Grader().lab('courier'));
-  bridgeOf(pyodide, fs.readFileSync(paths.bridge, 'utf8'), [courier]).useLab('courier');
-  pyodide.globals.set('SCHEMA', fs.readFileSync(new URL('../../src/courier/schema.sql', import.meta.url), 'utf8'));
+  let pyodide;
+  ({ pyodide, py } = await courierStore());
   pyodide.globals.set('REFERENCE', fs.readFileSync(new URL('../../src/courier/reference.py', import.meta.url), 'utf8'));
   pyodide.runPython(`
-import json, re, sqlite3
-import delivery_lab_courier as b
-
-class World:
-    def op(self, name, *args):
-        return getattr(self, name)(*args)
-    def statement(self, in_tx):
-        return "go"
-
-def fresh_store():
-    b.host_op("__courier_reset", {"cfg": {"lease_ms": 1000, "in_flight_cap": 2, "recheck_ms": 500}, "stores": ["s1"], "schema": SCHEMA})
-
-class Loopback:
-    """The remote port's world, answered by the store in this interpreter."""
-    def __init__(self, worker, world):
-        self.db = b.store_begin(json.dumps({"piece": "on_webhook", "worker": worker}), world)
-    def op(self, name, *args):
-        return getattr(self, name)(*args)
-    def sql(self, kind, sql, params):
-        return b.store_sql(kind, sql, params)
-
-def learner_db(remote):
-    world = World()
-    if remote:
-        loop = Loopback("w1", world)
-        port = b._RemotePort(lambda name: loop)
-    else:
-        port = b._LocalPort("w1", lambda name: world)
-    return b.DB(port, "w1")
+import re
 
 def attempt(sql, remote):
     fresh_store()
-    db = learner_db(remote)
+    db, _, _ = learner_db(remote, piece="on_webhook")
     try:
         db.execute(sql, (1,) * sql.count("?")).fetchall()
         db.commit()
         r = {"ran": True}
     except BaseException as e:
         r = {"raised": type(e).__name__, "message": str(e)}
-    r["end"] = json.loads((b.store_end() if remote else b._store.end("w1", "on_webhook")) or "null")
+    r["end"] = json.loads((s.store_end() if remote else s._store.end("w1", "on_webhook")) or "null")
     return json.dumps(r)
 `);
-  py = (code) => JSON.parse(pyodide.runPython(code));
 });
 
 // Each SQLite-only form, what the message names, and the form both accept.
@@ -125,7 +91,7 @@ for (const remote of [false, true]) {
 test("every statement of reference.py runs on both: none is refused", () => {
   const found = py(`
 stmts = re.findall(r'"""(.*?)"""|"((?:INSERT|SELECT|UPDATE|DELETE)[^"]*)"', REFERENCE, re.S)
-json.dumps([[s, b.sqlite_only(s)] for s in (a or c for a, c in stmts)])
+json.dumps([[t, s.sqlite_only(t)] for t in (a or c for a, c in stmts)])
 `);
   assert.ok(found.length >= 12, `${found.length} statements`);
   assert.deepEqual(found.filter(([, f]) => f !== null), []);
@@ -134,36 +100,37 @@ json.dumps([[s, b.sqlite_only(s)] for s in (a or c for a, c in stmts)])
 test('the refusal stands when the code swallows the exception, and a raise leaves nothing open', () => {
   const r = py(`
 fresh_store()
-db = learner_db(False)
+db, _, _ = learner_db(False, piece="on_webhook")
 try:
     db.execute("INSERT OR IGNORE INTO webhook_events (event_id) VALUES ('e1')")
 except Exception:
     pass
-swallowed = json.loads(b._store.end("w1", "on_webhook"))["error"]["rule"]
+swallowed = json.loads(s._store.end("w1", "on_webhook"))["error"]["rule"]
 db.execute("INSERT INTO webhook_events (event_id) VALUES ('e2')")
-raised_open = b._store.end("w1", "on_webhook", raised=True)
+raised_open = s._store.end("w1", "on_webhook", raised=True)
 json.dumps({"swallowed": swallowed, "raised_open": raised_open,
-            "open_after": b._store.conns["w1"].in_transaction,
-            "kept": b._store.admin.execute("SELECT count(*) FROM webhook_events").fetchone()[0]})
+            "open_after": s._store.conns["w1"].in_transaction,
+            "kept": s._store.admin.execute("SELECT count(*) FROM webhook_events").fetchone()[0]})
 `);
   assert.deepEqual(r, { swallowed: 'sqlite-only', raised_open: null, open_after: false, kept: 0 });
 });
 
 test("remote port: a statement's text crosses once, then as its number; a number the store does not hold runs nothing", () => {
   const r = py(`
+import binascii, marshal
 fresh_store()
 wires = []
 class Recording(Loopback):
     def sql(self, kind, sql, params):
         wires.append(sql)
-        return b.store_sql(kind, sql, params)
+        return s.store_sql(kind, sql, params)
 world = World()
 loop = Recording("w1", world)
 db = b.DB(b._RemotePort(lambda name: loop), "w1")
 rows = [db.execute("SELECT ? + 1", (n,)).fetchone()[0] for n in range(3)]
 ref = wires[1]
-unknown = b.marshal.loads(b.binascii.a2b_base64(b.store_sql("execute", "\\x00999:1", "[]")))[0]
-wrong_crc = b.marshal.loads(b.binascii.a2b_base64(b.store_sql("execute", ref.split(":")[0] + ":1", "[]")))[0]
+unknown = marshal.loads(binascii.a2b_base64(s.store_sql("execute", "\\x00999:1", "[]")))[0]
+wrong_crc = marshal.loads(binascii.a2b_base64(s.store_sql("execute", ref.split(":")[0] + ":1", "[]")))[0]
 json.dumps({"rows": rows, "first": wires[0], "again": [w.startswith("\\x00") for w in wires[1:]],
             "unknown": list(unknown), "wrong_crc": list(wrong_crc)})
 `);

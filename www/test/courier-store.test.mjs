@@ -1,68 +1,22 @@
-// The courier lab's database store (bridge.py's CourierStore) and the learner's
-// `db` over it, in Pyodide: SQL is hostile input too. Each attack on the store
-// gets an exact outcome, and what crosses between a sandbox and the store (the
-// grading CLI's remote port: JSON text) arrives as it left.
+// The courier lab's database store (src/courier/db_store.py's CourierStore) and
+// the learner's `db` over it (learner_side.py), in Pyodide: SQL is hostile input
+// too. Each attack on the store gets an exact outcome, and what crosses between a
+// sandbox and the store (the grading CLI's remote port: JSON text) arrives as it
+// left. The grader's own operations on the store take a path of their own, which
+// no learner call can take.
 // Run: node --test test/courier-store.test.mjs
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { bridgeOf } from '../src/engine.mjs';
-import { paths } from '../src/node_host.mjs';
+import { courierStore } from './courier-store-fixture.mjs';
 
 let py;
+let bridge;
+let store;
 before(async () => {
-  const { loadPyodide } = await import('pyodide');
-  const pyodide = await loadPyodide({ indexURL: paths.pyodide });
-  const { loadGrader } = await import('../src/node_host.mjs');
-  const courier = JSON.parse(new (await loadGrader()).Grader().lab('courier'));
-  bridgeOf(pyodide, fs.readFileSync(paths.bridge, 'utf8'), [courier]).useLab('courier');
-  // The lab's tables as the grader sends them at a reset.
-  pyodide.globals.set('SCHEMA', fs.readFileSync(new URL('../../src/courier/schema.sql', import.meta.url), 'utf8'));
+  let pyodide;
+  ({ pyodide, py, bridge, store } = await courierStore());
   pyodide.runPython(`
-import json, sqlite3
-import delivery_lab_courier as b
-
-class World:
-    """A scripted world: statement verdicts in turn ('go' once they run out),
-    and the provider calls it saw."""
-    def __init__(self, verdicts=()):
-        self.verdicts, self.sends = list(verdicts), []
-    def op(self, name, *args):
-        return getattr(self, name)(*args)
-    def statement(self, in_tx):
-        return self.verdicts.pop(0) if self.verdicts else "go"
-    def send(self, key, phone, body, committed):
-        self.sends.append(committed)
-        return '{"answer": "accepted", "message_id": "m1"}'
-    def lookup(self, key):
-        return '{"answer": "not-found"}'
-
-def fresh_store():
-    b.host_op("__courier_reset", {"cfg": {"lease_ms": 1000, "in_flight_cap": 2, "recheck_ms": 500}, "stores": ["s1"], "schema": SCHEMA})
-
-class Loopback:
-    """The remote port's world, answered by the store in this interpreter: the
-    same JSON text a sandbox and the grading thread exchange."""
-    def __init__(self, worker, world):
-        self.db = b.store_begin(json.dumps({"piece": "claim", "worker": worker}), world)
-    def op(self, name, *args):
-        return getattr(self, name)(*args)
-    def sql(self, kind, sql, params):
-        return b.store_sql(kind, sql, params)
-    def send(self, key, phone, body):
-        return b.store_send(key, phone, body)
-    def lookup(self, key):
-        return b.store_lookup(key)
-
-def learner_db(remote=False, world=None, worker="w1"):
-    world = world or World()
-    if remote:
-        loop = Loopback(worker, world)
-        port = b._RemotePort(lambda name: loop)
-    else:
-        port = b._LocalPort(worker, lambda name: world)
-    return b.DB(port, worker), b.CourierProvider(port), world
-
 def attempt(sql, params=(), remote=False):
     fresh_store()
     db, _, _ = learner_db(remote)
@@ -72,7 +26,6 @@ def attempt(sql, params=(), remote=False):
     except BaseException as e:
         return json.dumps({"raised": type(e).__name__, "message": str(e)})
 `);
-  py = (code) => JSON.parse(pyodide.runPython(code));
 });
 
 const attempt = (sql, params = '()', remote = false) => py(`attempt(${JSON.stringify(sql)}, ${params}, ${remote ? 'True' : 'False'})`);
@@ -169,7 +122,7 @@ try:
     killed = False
 except b.WorkerKilled:
     killed = True
-after_kill = b._store.admin.execute("SELECT count(*) FROM actions").fetchone()[0]
+after_kill = s._store.admin.execute("SELECT count(*) FROM actions").fetchone()[0]
 db2, _, _ = learner_db(${remote ? 'True' : 'False'}, World(["go", "db-down"]), worker="w2")
 db2.execute("INSERT INTO actions (id, store, phone, body, created_ms) VALUES (2, 's1', 'p', 'b', 0)")
 try:
@@ -178,7 +131,7 @@ try:
 except sqlite3.OperationalError as e:
     down = str(e)
 json.dumps({"killed": killed, "rows_after_kill": after_kill, "down": down, "in_tx": db2.in_transaction,
-            "rows_after_down": b._store.admin.execute("SELECT count(*) FROM actions").fetchone()[0]})
+            "rows_after_down": s._store.admin.execute("SELECT count(*) FROM actions").fetchone()[0]})
 `);
     assert.deepEqual(r, { killed: true, rows_after_kill: 0, down: 'database is restarting', in_tx: false, rows_after_down: 0 });
   });
@@ -203,11 +156,11 @@ test('a step that returns with its transaction open fails, and the store rolls i
 fresh_store()
 db, _, _ = learner_db(True)
 db.execute("UPDATE stores SET last_served_ms = 5")
-err = json.loads(b.store_end())
-b.store_begin(json.dumps({"piece": "claim", "worker": "w1"}), World())
-json.dumps({"err": err, "open": b._store.conns["w1"].in_transaction,
-            "served": b._store.admin.execute("SELECT last_served_ms FROM stores").fetchone()[0],
-            "again": b.store_end()})
+err = json.loads(s.store_end())
+s.store_begin(json.dumps({"piece": "claim", "worker": "w1"}), World())
+json.dumps({"err": err, "open": s._store.conns["w1"].in_transaction,
+            "served": s._store.admin.execute("SELECT last_served_ms FROM stores").fetchone()[0],
+            "again": s.store_end()})
 `);
   assert.deepEqual([r.err.error.kind, r.err.error.function, r.err.error.rule], ['refused', 'claim', 'open-transaction']);
   assert.match(r.err.error.message, /^claim returned with its transaction still open, so the lab rolled it back/);
@@ -218,8 +171,38 @@ test('what a sandbox sends the store is data: parameters that are not JSON get a
   const r = py(`
 import marshal, binascii
 fresh_store()
-b.store_begin(json.dumps({"piece": "claim", "worker": "w1"}), World())
-json.dumps(marshal.loads(binascii.a2b_base64(b.store_sql("execute", "SELECT ?", "[1"))))
+s.store_begin(json.dumps({"piece": "claim", "worker": "w1"}), World())
+json.dumps(marshal.loads(binascii.a2b_base64(s.store_sql("execute", "SELECT ?", "[1"))))
 `);
   assert.deepEqual(r, [['ProgrammingError', "the statement's parameters did not arrive"], [], -1, null, null, false]);
+});
+
+// The grader's operations on the store used to travel as learner calls named with
+// a prefix (`__courier_reset` and the like). Now they reach the store only on a
+// path of their own (the solution's `store`, bridge.py's `store_op`): a learner
+// call of any name is the learner's function or none, and the store stays as it was.
+test('a learner call named like a store operation is a learner call: it cannot reset, dump or load the store', () => {
+  const schema = fs.readFileSync(new URL('../../src/courier/schema.sql', import.meta.url), 'utf8');
+  const reset = (stores) => JSON.stringify({ cfg: { lease_ms: 1000, in_flight_cap: 2, recheck_ms: 500 }, stores, schema });
+  const ids = () => JSON.parse(store.op('dump', 'null')).ok.actions.map((a) => a.id);
+  assert.deepEqual(JSON.parse(store.op('reset', reset(['s1']))), { ok: null });
+  assert.deepEqual(JSON.parse(store.op('enqueue', JSON.stringify({ id: 7, store: 's1', phone: 'p', body: 'b', created_ms: 0 }))), { ok: null });
+  assert.deepEqual(ids(), [7]);
+
+  const source = 'def claim(db, worker, now_ms, cfg):\n    return None\n\n'
+    + 'def __courier_reset(current, reported):\n    return "the learner\'s own function"\n';
+  assert.deepEqual(JSON.parse(bridge.load(source, JSON.stringify(['claim']), 20)), { ok: ['claim'] });
+  // Names the solution does not define, the old ones and the new: an unknown function.
+  const TABLES = JSON.stringify({ actions: [], stores: [], outbox: [], webhook_events: [] });
+  for (const [name, args] of [['__courier_dump', 'null'], ['__courier_load', TABLES], ['__courier_kill', '"w1"'],
+    ['__courier_restart', 'null'], ['__courier_enqueue', '{"id": 8}'], ['reset', reset([])], ['dump', 'null'], ['load', TABLES]]) {
+    assert.deepEqual(JSON.parse(bridge.call(name, args, null, 20)), { error: { kind: 'missing-function', function: name } }, name);
+  }
+  // A name the solution defines: its own function runs, not the store's reset.
+  assert.deepEqual(JSON.parse(bridge.call('__courier_reset', reset([]).replace('{', '{"piece": "merge", "current": "a", "reported": "b", '), null, 20)),
+    { ok: { type: 'str', value: "the learner's own function" } });
+  assert.deepEqual(ids(), [7], 'the store still holds its row');
+  // The store's own path still answers the grader.
+  assert.deepEqual(JSON.parse(store.op('reset', reset([]))), { ok: null });
+  assert.deepEqual(ids(), []);
 });

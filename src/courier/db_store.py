@@ -1,9 +1,18 @@
-"""The courier lab's Python side: the run's database store (`CourierStore`) and
-the learner's `db` and `provider` over it, and how each learner piece is called.
-The host imports it beside the bridge (www/src/bridge.py, which loads the
-learner's file and runs every call through this module's `call`, and the host's
-trusted operations, named with HOST_OP_PREFIX, through `host_op`); the registry
-carries it (`LabInfo::bridge_py`).
+"""The courier lab's run's database: the store (`CourierStore`), on the trusted
+side. The grader seeds it, kills its connections, restarts it, dumps and loads its
+tables through its own operations (`grader_op`: `StoreOp`, src/lab.rs, on a path
+of their own, `LearnerHost::store`, never a learner call); the learner's `db` and
+`provider` (learner_side.py) reach it through a port, one statement or provider
+call at a time, and get rows and answers back. What the tables hold, what was
+committed before a send, and whether a step left a transaction open are read by
+the store itself: nothing the learner's side says about them is believed.
+
+Only a host that keeps the store imports this module (as
+`delivery_lab_courier_store`): the page's worker, where it lives beside the
+learner's code (`local_port`), and the grading CLI's grading thread, in an
+interpreter of its own, a process away from the learner's (`store_begin` and the
+rest of the store's side of a sandbox's requests). A sandbox never gets it. The
+registry carries it (`LabInfo::store_py`).
 """
 
 import binascii
@@ -11,26 +20,16 @@ import json
 import marshal
 import re
 
-import delivery_lab_bridge as _core
-from delivery_lab_bridge import _Captured, _encode, _Record, _set, _type
-
-# ---------------------------------------------------------------------------
-# The courier lab. The database belongs to the trusted side: a CourierStore holds
-# it (on the page, in this interpreter; under the grading CLI, in the grading
-# thread's own interpreter, a process away from the learner's). The learner's `db`
-# and `provider` reach it through a port, one statement or provider call at a
-# time, and get rows and answers back. What the tables hold, what was committed
-# before a send, and whether a step left a transaction open are read by the store
-# itself: nothing the learner's side says about them is believed.
-
-
+# What crosses the port, written once on the learner's side (learner_side.py, the
+# module engine.mjs names delivery_lab_courier): our code, imported beside this one.
+from delivery_lab_courier import (ROWS_CAP, SQL_ERRORS, SQL_RAW, SQL_REF, _keeps, _loads,
+                                  _piece_worker)
 
 # What one learner statement may cost the store. SQL is hostile input as much as
 # Python is: these bound its time and memory, and the authorizer below keeps it
 # to the lab's rows.
 STATEMENT_STEPS_CAP = 20_000_000   # SQLite VM instructions per statement
 PROGRESS_EVERY = 10_000            # instructions between two checks of that cap
-ROWS_CAP = 100_000                 # rows one statement may answer or executemany take
 # What one statement's answer may weigh: each text or blob its length and 5, any
 # other value 10, each row 5 (about its size in marshal, how the grading CLI's store
 # sends it, which after base64 must fit www/cli/frames.mjs's 1 MB frame).
@@ -47,13 +46,6 @@ LIKE_PATTERN_CAP_CHARS = 100       # SQLITE_LIMIT_LIKE_PATTERN_LENGTH
 # Functions whose answers come from outside the lab's world: its clock is `now_ms`
 # and nothing in it is random.
 DENIED_FUNCTIONS = ("random", "randomblob", "load_extension")
-# The exceptions a statement may raise in the learner's code, by name (the name
-# is what crosses from the store to a sandbox).
-SQL_ERRORS = ("Warning", "Error", "InterfaceError", "DatabaseError", "DataError",
-              "OperationalError", "IntegrityError", "InternalError", "ProgrammingError",
-              "NotSupportedError")
-PLAIN_ERRORS = {"TypeError": TypeError, "ValueError": ValueError,
-                "OverflowError": OverflowError, "MemoryError": MemoryError}
 
 
 # ---------------------------------------------------------------------------
@@ -178,32 +170,6 @@ def _sqlite_only(sql):
         elif w == "REGEXP":
             return ("REGEXP", "LIKE")
     return None
-
-
-class WorkerKilled(BaseException):
-    """The simulator killed this worker here. Catching it changes nothing: the
-    worker's connection is rolled back and its step's result is ignored."""
-
-
-class _Cfg(_Record):
-    __slots__ = ("lease_ms", "in_flight_cap", "recheck_ms")
-    _name = "cfg"
-
-    def __init__(self, lease_ms, in_flight_cap, recheck_ms):
-        _set(self, "lease_ms", lease_ms)
-        _set(self, "in_flight_cap", in_flight_cap)
-        _set(self, "recheck_ms", recheck_ms)
-
-
-class Event(_Record):
-    __slots__ = ("event_id", "key", "message_id", "status")
-    _name = "event"
-
-    def __init__(self, event_id, key, message_id, status):
-        _set(self, "event_id", event_id)
-        _set(self, "key", key)
-        _set(self, "message_id", message_id)
-        _set(self, "status", status)
 
 
 # What CourierStore.sql answers without rows (see there): the rest of a result.
@@ -481,45 +447,38 @@ def _refused(piece, rule, message):
                                  "message": message}})
 
 
-# The grader's own operations on the run's database (`__courier_reset` and the
-# like, named in src/wasm.rs): they never reach the learner's code.
-HOST_OP_PREFIX = "__courier_"
 _store = None        # the run's CourierStore, when it lives in this interpreter
 
 
-def host_op(op, a):
-    """The host's trusted operations on the run's database."""
+def grader_op(op, a):
+    """The grader's own operations on the run's database, by their `StoreOp` names
+    (www/src/bridge.py's store_op calls this): a path of their own, never a
+    learner call."""
     global _store
-    if op == "__courier_reset":
+    if op == "reset":
         if _store is not None:
             _store.close()
         _store = CourierStore(a["cfg"], a["stores"], a["schema"])
-    elif op == "__courier_enqueue":
+    elif op == "enqueue":
         _store.admin.execute(
             "INSERT INTO actions (id, store, phone, body, created_ms) VALUES (?, ?, ?, ?, ?)",
             (a["id"], a["store"], a["phone"], a["body"], a["created_ms"]))
-    elif op == "__courier_settle":
+    elif op == "settle":
         _store.admin.execute(
             "UPDATE actions SET state = 'dispatched', lease_until_ms = ? WHERE id = ?", (a[1], a[0]))
-    elif op == "__courier_kill":
+    elif op == "kill":
         _store.drop(a)
-    elif op == "__courier_restart":
+    elif op == "restart":
         for c in _store.conns.values():
             c.rollback()
-    elif op == "__courier_dump":
+    elif op == "dump":
         return '{"ok":' + json.dumps(_store.dump()) + '}'
-    elif op == "__courier_load":
+    elif op == "load":
         _store.load(a)
     else:
-        raise ValueError(f"unknown host operation {op}")
+        raise ValueError(f"unknown store operation {op}")
     _store.admin.commit()
     return '{"ok":null}'
-
-
-def _piece_worker(a):
-    """The connection a piece's call runs on: None for merge (no database), else
-    its worker's, the webhook receiver's ("webhooks") when it names none."""
-    return None if a["piece"] == "merge" else a.get("worker", "webhooks")
 
 
 # The store's side of a sandbox's requests (the grading CLI's grading thread):
@@ -562,25 +521,7 @@ class _World:
         return self.op("lookup", key)
 
 
-# A statement's text crosses from a sandbox once: the sandbox numbers each text it
-# sends (up to SQL_KEPT of them, each at most SQL_KEPT_CHARS long) and sends the
-# same text again as SQL_REF, its number and its CRC-32, which the store checks
-# against what it kept. The texts repeat (a run sends about 75,000 statements of a
-# few dozen texts), and were most of what a run sent the grading thread. A number
-# the store does not hold, or whose CRC differs, is an error in the learner's code,
-# never another statement. A text that starts with SQL_REF is sent as SQL_RAW + it.
-SQL_REF = "\x00"
-SQL_RAW = "\x00!"
-SQL_KEPT = 1024
-SQL_KEPT_CHARS = 8_000
-
-
-def _keeps(text, kept):
-    return len(kept) < SQL_KEPT and len(text) <= SQL_KEPT_CHARS and not text.startswith(SQL_REF)
-
-
 _sql_kept = []       # the store's side: (text, crc) by number, as a sandbox sent them
-_sql_sent = {}       # a sandbox's side: text -> what it sends for it again
 
 
 def _sql_text(wire):
@@ -638,37 +579,8 @@ def store_end(answer=None):
     return _store.end(worker, piece, raised)
 
 
-# Parameters as JSON (the store parses what a sandbox sends with nothing more
-# powerful); a blob (bytes) as {"blob": base64}. Blobs are rare,
-# so the plain (fast) coders run first and the hooks only when one is there:
-# measured in Pyodide, an object_hook alone makes json.loads five times slower.
-
-def _dumps(v):
-    try:
-        return json.dumps(v)
-    except TypeError:
-        return json.dumps(v, default=_pack_blob)
-
-
-def _loads(text):
-    if '{"blob": ' in text:
-        return json.loads(text, object_hook=_unpack_blob)
-    return json.loads(text)
-
-
-def _pack_blob(v):
-    if isinstance(v, bytes):
-        import base64
-        return {"blob": base64.b64encode(v).decode("ascii")}
-    raise TypeError(f"{_type(v)} cannot be a SQLite value")
-
-
-def _unpack_blob(d):
-    if len(d) == 1 and "blob" in d:
-        import base64
-        return base64.b64decode(d["blob"])
-    return d
-
+# The store beside the learner's code (the page): learner_side.py's `call` takes
+# its port from here (use_local_store) and asks for the store's verdict after it.
 
 class _LocalPort:
     """The store in this interpreter (the page)."""
@@ -700,337 +612,11 @@ class _LocalPort:
         return _store.lookup(self.worker, key, self.world)
 
 
-class _RemotePort:
-    """The store a process away (the grading CLI's sandbox): each request is an
-    operation of the call's world, which the coordinator answers from its store."""
-
-    __slots__ = ("live", "start", "_op")
-
-    def __init__(self, live):
-        world = live("db")
-        self.live = live
-        self.start = json.loads(world.db)   # store_begin's answer
-        # Looked up once (see _World); `live` is still asked at each request, so
-        # a db kept from an earlier call fails as it should.
-        self._op = world.op
-
-    def fresh(self):
-        return self.start["fresh"] is True
-
-    def cfg(self):
-        return self.start["cfg"]
-
-    def sql(self, kind, sql, params):
-        self.live("db")
-        text = str.__str__(sql) if sql else ""
-        wire = _sql_sent.get(text)
-        if wire is None:
-            wire = SQL_RAW + text if text.startswith(SQL_REF) else text
-        answer = self._op("sql", kind, wire, _dumps(params))
-        if wire is text and _keeps(text, _sql_sent):
-            # The store kept it as it answered: the next time, its number.
-            crc = binascii.crc32(text.encode("utf-8", "surrogatepass"))
-            _sql_sent[text] = f"{SQL_REF}{len(_sql_sent)}:{crc}"
-        return marshal.loads(binascii.a2b_base64(answer))
-
-    def send(self, key, phone, body):
-        self.live("provider")
-        return self._op("send", key, phone, body)
-
-    def lookup(self, key):
-        self.live("provider")
-        return self._op("lookup", key)
+def local_port(worker, live):
+    """The port of a call on `worker`'s connection, in this interpreter."""
+    return _LocalPort(worker, live)
 
 
-def _value(v, n):
-    """A parameter as SQLite takes it (sqlite3's own rules, so both ports agree)."""
-    if v is None or type(v) in (int, float, str, bytes):
-        return v
-    if isinstance(v, int):
-        return int(v)       # bool and int subclasses bind as integers
-    if isinstance(v, float):
-        return float(v)
-    if isinstance(v, str):
-        return str.__str__(v)
-    if isinstance(v, (bytearray, memoryview)):
-        return bytes(v)
-    import sqlite3
-    raise sqlite3.ProgrammingError(f"Error binding parameter {n}: type '{_type(v)}' is not supported")
-
-
-_PLAIN = (int, float, str, type(None))
-
-
-def _params(p):
-    if type(p) is tuple or type(p) is list:
-        out = list(p)
-        for v in out:
-            if type(v) not in _PLAIN:   # rare: convert (or refuse) one by one
-                return [_value(v, i + 1) for i, v in enumerate(p)]
-        return out
-    import sqlite3
-    from collections.abc import Mapping, Sequence
-    if isinstance(p, (tuple, list)) or (isinstance(p, Sequence) and not isinstance(p, Mapping)):
-        return [_value(v, i + 1) for i, v in enumerate(p)]
-    if isinstance(p, Mapping):
-        out = {}
-        for k in p:
-            if not isinstance(k, str):
-                raise sqlite3.ProgrammingError("named parameters must be given with str keys")
-            out[k] = _value(p[k], k)
-        return out
-    raise sqlite3.ProgrammingError("parameters are of unsupported type")
-
-
-def _many(seq):
-    import sqlite3
-    out = []
-    for p in seq:
-        out.append(_params(p))
-        if len(out) > ROWS_CAP:
-            raise sqlite3.OperationalError(f"executemany takes at most {ROWS_CAP} parameter sets")
-    return out
-
-
-_row_cursors = {}    # a description -> a real cursor with it (what sqlite3.Row needs)
-_row_factories = {}  # worker -> the row_factory its connection has
-_row_conn = None
-
-
-def _row_cursor(description):
-    global _row_conn
-    cur = _row_cursors.get(description)
-    if cur is None:
-        import sqlite3
-        if _row_conn is None:
-            _row_conn = sqlite3.connect(":memory:")
-        cols = ", ".join('NULL AS "' + name.replace('"', '""') + '"' for name in description)
-        cur = _row_cursors[description] = _row_conn.execute(f"SELECT {cols} LIMIT 0")
-    return cur
-
-
-class _Cursor:
-    """A cursor over rows the store answered in full."""
-
-    __slots__ = ("_db", "_rows", "_at", "_names", "rowcount", "lastrowid", "arraysize")
-
-    def __init__(self, db):
-        self._db, self._rows, self._at, self._names = db, [], 0, None
-        self.rowcount, self.lastrowid, self.arraysize = -1, None, 1
-
-    def execute(self, sql, parameters=()):
-        if not isinstance(sql, str):
-            raise TypeError(f"execute() argument 1 must be str, not {_type(sql)}")
-        self._take(self._db._run("execute", sql, _params(parameters)))
-        return self
-
-    def executemany(self, sql, seq_of_parameters):
-        if not isinstance(sql, str):
-            raise TypeError(f"executemany() argument 1 must be str, not {_type(sql)}")
-        self._take(self._db._run("executemany", sql, _many(seq_of_parameters)))
-        return self
-
-    def _take(self, r):
-        _, self._rows, self.rowcount, self.lastrowid, self._names, _ = r
-        self._at = 0
-
-    @property
-    def description(self):
-        if self._names is None:
-            return None
-        return tuple((n, None, None, None, None, None, None) for n in self._names)
-
-    def _row(self, raw):
-        factory = _row_factories.get(self._db._worker)
-        row = tuple(raw)
-        if factory is None:
-            return row
-        import sqlite3
-        if factory is sqlite3.Row:
-            return sqlite3.Row(_row_cursor(self._names), row)
-        return factory(self, row)
-
-    def fetchone(self):
-        if self._at >= len(self._rows):
-            return None
-        self._at += 1
-        return self._row(self._rows[self._at - 1])
-
-    def fetchmany(self, size=None):
-        n = self.arraysize if size is None else size
-        out = []
-        while len(out) < n and self._at < len(self._rows):
-            out.append(self.fetchone())
-        return out
-
-    def fetchall(self):
-        out = [self._row(r) for r in self._rows[self._at:]]
-        self._at = len(self._rows)
-        return out
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        row = self.fetchone()
-        if row is None:
-            raise StopIteration
-        return row
-
-    def close(self):
-        self._rows, self._at = [], 0
-
-
-class DB:
-    """The worker's connection, as sqlite3.Connection offers it (execute,
-    executemany, cursor, commit, rollback, in_transaction, row_factory, `with
-    db:`); every statement and every commit of an open transaction is a fault
-    point, asked by the store."""
-
-    __slots__ = ("_port", "_worker", "_in_tx")
-
-    def __init__(self, port, worker):
-        object.__setattr__(self, "_port", port)
-        object.__setattr__(self, "_worker", worker)
-        object.__setattr__(self, "_in_tx", False)
-
-    def __setattr__(self, name, value):
-        # row_factory is how rows by name (sqlite3.Row) are asked for; nothing
-        # else of the connection is the learner's to change.
-        if name == "row_factory":
-            if value is not None and not callable(value):
-                raise TypeError("db.row_factory must be callable (sqlite3.Row, say) or None")
-            _row_factories[self._worker] = value
-            return
-        raise AttributeError(f"db.{name} cannot be set here; use SQL (db.row_factory may be set)")
-
-    @property
-    def row_factory(self):
-        return _row_factories.get(self._worker)
-
-    def __repr__(self):
-        return "<db: sqlite3 connection>"
-
-    def _run(self, kind, sql, params):
-        r = self._port.sql(kind, sql, params)
-        object.__setattr__(self, "_in_tx", r[5] is True)
-        error = r[0]
-        if error is None:
-            return r
-        if error == "killed":
-            raise WorkerKilled()
-        import sqlite3
-        name, message = error
-        raise (getattr(sqlite3, name) if name in SQL_ERRORS else PLAIN_ERRORS.get(name, sqlite3.DatabaseError))(message)
-
-    def execute(self, sql, parameters=()):
-        return _Cursor(self).execute(sql, parameters)
-
-    def executemany(self, sql, seq_of_parameters):
-        return _Cursor(self).executemany(sql, seq_of_parameters)
-
-    def cursor(self):
-        return _Cursor(self)
-
-    def commit(self):
-        self._run("commit", None, None)
-
-    def rollback(self):
-        self._run("rollback", None, None)
-
-    @property
-    def in_transaction(self):
-        return self._in_tx
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, tb):
-        if kind is None:
-            self.commit()
-        else:
-            self.rollback()
-        return False
-
-
-class CourierProvider:
-    """The SMS provider: send(key, phone, body) and lookup(key), answering dicts."""
-
-    __slots__ = ("_port",)
-
-    def __init__(self, port):
-        object.__setattr__(self, "_port", port)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("provider has no attributes to set")
-
-    def __repr__(self):
-        return "<provider>"
-
-    def send(self, key, phone, body):
-        for name, v in (("key", key), ("phone", phone), ("body", body)):
-            if not isinstance(v, str):
-                raise TypeError(f"provider.send: {name} must be a str, not {_type(v)}")
-        return self._answer(self._port.send(str.__str__(key), str.__str__(phone), str.__str__(body)))
-
-    def lookup(self, key):
-        if not isinstance(key, str):
-            raise TypeError(f"provider.lookup: key must be a str, not {_type(key)}")
-        return self._answer(self._port.lookup(str.__str__(key)))
-
-    def _answer(self, text):
-        # The world's answer as a dict, or the worker's end: killed at this call
-        # (the store has rolled its transaction back).
-        answer = json.loads(text)
-        if answer.get("answer") == "killed":
-            raise WorkerKilled()
-        return answer
-
-
-
-
-def call(fn_name, fn, a, live):
-    """One learner piece with its objects. A transaction left open is rolled
-    back and fails the step (the store checks; under the grading CLI the
-    coordinator asks its store the same question after the call)."""
-    piece = a["piece"]
-    worker = _piece_worker(a)
-    if worker is None:
-        with _Captured():
-            return '{"ok":' + _encode(fn(a["current"], a["reported"])) + '}'
-    port = _RemotePort(live) if _core.remote_store() else _LocalPort(worker, live)
-    if port.fresh():
-        _row_factories.pop(worker, None)
-    db = DB(port, worker)
-    c = port.cfg()
-    cfg = _Cfg(c["lease_ms"], c["in_flight_cap"], c["recheck_ms"])
-    if piece == "claim":
-        args = (db, worker, a["now_ms"], cfg)
-    elif piece == "write_intent":
-        args = (db, a["action_id"], worker, a["epoch"])
-    elif piece == "deliver_step":
-        args = (db, CourierProvider(port), a["action_id"], worker, a["epoch"], a["now_ms"], cfg)
-    elif piece == "heartbeat":
-        args = (db, a["action_id"], worker, a["epoch"], a["now_ms"], cfg)
-    else:
-        e = a["event"]
-        args = (db, Event(e["event_id"], e["key"], e["message_id"], e["status"]))
-    local = not _core.remote_store()
-    try:
-        with _Captured():
-            value = fn(*args)
-    except WorkerKilled:
-        return '{"ok":{"type":"none"}}'
-    except Exception:
-        # A crash: its exception is the call's error, unless the store refused
-        # something of the call; what it left open is rolled back either way.
-        if local:
-            refused = _store.end(worker, piece, raised=True)
-            if refused is not None:
-                return refused
-        raise
-    if local:
-        refused = _store.end(worker, piece)
-        if refused is not None:
-            return refused
-    return '{"ok":' + _encode(value) + '}'
+def local_end(worker, piece, raised=False):
+    """The store's verdict on the call that ended (CourierStore.end)."""
+    return _store.end(worker, piece, raised)
