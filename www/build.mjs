@@ -39,8 +39,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
-import { parseOrExit, usageExit } from './cli/args.mjs';
-import { allowedOrigin, BUILD } from './cli/commands.mjs';
+import { parseOrExit, usageExit } from './grader/args.mjs';
+import { allowedOrigin, BUILD } from './grader/commands.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');

@@ -8,7 +8,7 @@
 // not be), then the paths the sandbox sees, read-only, at the same place.
 // With --kill-uid UID instead, it ends every process of that sandbox uid (killUid)
 // and prints {killed}: the real run's one way to do so, as it is ./lab grade's.
-import { jailCommand, jailProblem, killUid, sandboxUid } from '../cli/jail.mjs';
+import { jailCommand, jailProblem, killUid, sandboxUid } from '../grader/jail.mjs';
 
 let args = process.argv.slice(2);
 if (args[0] === '--kill-uid') {

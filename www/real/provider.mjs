@@ -28,7 +28,7 @@
 // verdict is read from survives whatever happens to the processes around it.
 import fs from 'node:fs';
 import http from 'node:http';
-import { loadGrader } from '../src/node_host.mjs';
+import { loadGrader } from '../host/node_host.mjs';
 
 const MAX_BODY_BYTES = 64 * 1024;
 const MAX_KEY_CHARS = 1024;

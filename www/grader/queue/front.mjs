@@ -1,0 +1,384 @@
+// The queue's front: what `./lab serve --grading --queue URL` answers with. Stateless
+// (everything is in PostgreSQL), so any number of fronts may run side by side.
+//
+//   POST /grade            {lab, source[, seed]} -> 202 {id, status, url} once stored
+//                          (?wait=S or "Prefer: wait=S": waits up to S s, at most
+//                          maxWaitS, and answers 200 with the report as today;
+//                          202 {id, ...} when it is not done by then)
+//   GET  /grade/ID         200 the report; 202 {id, status} while pending; 404 unknown
+//   GET  /healthz          200 while the process runs
+//   GET  /readyz           200 when the database answers; 503 otherwise
+//   GET  /metrics          Prometheus text: queue depth, graded per second, p95 latency, ...
+//
+// The request is read and checked by serve.mjs's own POST /grade handler
+// (createGradeHandler: Origin, Content-Type, 64 KB, 10 s, UTF-8, JSON, fields, lab),
+// through its `pool` seam; see README.md for the export that would replace the seam.
+//
+// Standalone (compose, the tests):  node www/queue/front.mjs --queue URL [--port N]
+//   [--host 0.0.0.0] [--secret-file F] [--hidden-statuses each|aggregate] [--max-wait S]
+import crypto from 'node:crypto';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createGradeHandler, GRADE_LIMITS } from '../serve.mjs';
+import { loadGrader } from '../../host/node_host.mjs';
+import { hiddenPolicy, newSecret, readSecret } from '../hidden.mjs';
+import { command, number, parseOrExit, usageExit } from '../args.mjs';
+import { allowedOrigin, SERVE } from '../commands.mjs';
+import {
+  SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+} from './common.mjs';
+
+export const FRONT_LIMITS = Object.freeze({
+  maxWaitS: 60, // the longest a POST may ask to wait for its report
+  maxWaiters: 256, // requests waiting for a report at once (429 past it)
+  repeatWindowS: 60, // the same source from the same address within it: the first's id
+  pollMs: 250, // how often waiting requests look for their reports
+  reapEveryMs: 2000,
+});
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
+
+/**
+ * @param {object} o
+ * @param {string} o.connectionString  postgres://...
+ * @param {{labs():string, lab(id:string):string}} [o.registry]  the grader's registry (serve.mjs
+ *        hands over the one it loaded); else pkgDir's (www/pkg) is loaded
+ * @param {(lab:string, source:string) => {seed:number|null, statuses:string}} [o.hiddenOf]
+ *        the submission's hidden inputs (serve.mjs's hiddenPolicy); else one from
+ *        secretFile (or a secret of this process's own) and hiddenStatuses
+ * @param {string[]} [o.allowOrigins]  as serve.mjs
+ * @param {object} [o.headers]  extra headers of every answer (serve.mjs's security('api'))
+ * Resolves to { handle(req, res) → boolean (false: not a path of the front's),
+ *   stats(), metrics(), close() }.
+ */
+export async function createQueueFront({ connectionString, registry, hiddenOf, secretFile, hiddenStatuses = 'each', allowOrigins = [], headers = {},
+  maxBodyBytes = GRADE_LIMITS.maxBodyBytes, bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, pkgDir, log = (m) => console.error(`queue front: ${m}`),
+  ...limits } = {}) {
+  const lim = { ...FRONT_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
+  registry ??= new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
+  const labInfo = new Map(JSON.parse(registry.labs()).map((l) => [l.id, JSON.parse(registry.lab(l.id))]));
+  const labs = [...labInfo.keys()];
+  hiddenOf ??= hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses,
+    variantLabs: labs.filter((id) => labInfo.get(id).hidden_variants) });
+  const build = buildId(pkgDir);
+  const queue = queueName(build);
+
+  let dbProblem = null;
+  const onDbError = (e) => { dbProblem = e.message; };
+  const pool = makePool(connectionString, { max: 8, onError: onDbError });
+  await whileAway(() => ensureSchema(pool), { log });
+  const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
+  await whileAway(() => ensureQueue(boss, queue), { log });
+
+  const counts = { accepted: 0, cached: 0, repeated: 0, refused: 0, conflicts: 0, waited: 0, waitTimeouts: 0, unavailable: 0, failed: 0 };
+  const waiters = new Map(); // id -> Set of resolve(report|null)
+  let closed = false;
+
+  const reply = (res, status, body, extra = {}) => {
+    if (res.headersSent || res.destroyed) return;
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    try {
+      res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(text), ...headers, ...extra });
+      res.end(text);
+    } catch {
+      res.destroy();
+    }
+  };
+  const unavailable = (res, e) => {
+    counts.unavailable += 1;
+    log(`the database is unavailable: ${e?.message || e}`);
+    reply(res, 503, { error: 'the grading queue is unavailable for now; try again in 5 s', retry_after_s: 5 }, { 'Retry-After': '5' });
+  };
+
+  // Waiting requests look for their reports together, one query per tick.
+  const poller = setInterval(async () => {
+    if (!waiters.size) return;
+    try {
+      const { rows } = await pool.query(`SELECT id, report FROM ${SCHEMA}.submissions WHERE id = ANY($1::uuid[]) AND report IS NOT NULL`, [[...waiters.keys()]]);
+      for (const r of rows) for (const done of waiters.get(r.id) ?? []) done(r.report);
+    } catch { /* the database is away: the next tick tries again */ }
+  }, lim.pollMs);
+  poller.unref();
+  const reaper = setInterval(() => { reap(pool, boss).catch(() => {}); }, lim.reapEveryMs);
+  reaper.unref();
+
+  function waitFor(id, seconds, signal) {
+    return new Promise((resolve) => {
+      let set = waiters.get(id);
+      if (!set) waiters.set(id, (set = new Set()));
+      const finish = (report) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        set.delete(finish);
+        if (!set.size) waiters.delete(id);
+        resolve(report);
+      };
+      const onAbort = () => finish(null);
+      const timer = setTimeout(() => finish(null), seconds * 1000);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      set.add(finish);
+    });
+  }
+
+  /** How long this request asks to wait: ?wait=S or Prefer: wait=S; 0 when not asked. */
+  function waitAsked(req) {
+    let s = new URL(`http://x${req.url}`).searchParams.get('wait');
+    if (s === null) s = /(?:^|[,;\s])wait=(\d+(?:\.\d+)?)/i.exec(String(req.headers.prefer ?? ''))?.[1] ?? null;
+    if (s === null) return 0;
+    const n = Number(s);
+    return Number.isFinite(n) && n > 0 ? Math.min(n, lim.maxWaitS) : 0;
+  }
+
+  const accepted = (res, id, status, repeated) => reply(res, 202, { id, status, url: `/grade/${id}`, ...(repeated ? { repeated: true } : {}) },
+    { Location: `/grade/${id}` });
+
+  /** Answers a stored submission: its report (200), or 202 after waiting `wait` s. */
+  async function answer(res, id, report, wait, signal, repeated = false) {
+    if (report === null && wait > 0) {
+      if (waiters.size >= lim.maxWaiters) return accepted(res, id, 'queued', repeated);
+      counts.waited += 1;
+      report = await waitFor(id, wait, signal);
+      if (report === null) counts.waitTimeouts += 1;
+    }
+    if (report !== null && wait > 0) return reply(res, 200, report, { 'X-Submission-Id': id, Location: `/grade/${id}` });
+    return accepted(res, id, report === null ? 'queued' : 'done', repeated);
+  }
+
+  // A checked submission: stored (with its job, in one transaction), or answered from
+  // what is stored already (a repeat, the cache).
+  async function store(req, res, client, { lab, source, seed, hidden }, signal) {
+    const info = labInfo.get(lab);
+    seed ??= info.default_seed;
+    const hiddenSeed = hidden?.seed ?? null;
+    const statuses = hidden?.statuses ?? 'each';
+    const key = cacheKey({ build, lab, seed, hiddenSeed, hiddenStatuses: statuses, source });
+    const wait = waitAsked(req);
+    const idem = req.headers['idempotency-key'];
+    if (idem !== undefined && !IDEMPOTENCY_KEY.test(idem)) {
+      counts.refused += 1;
+      return reply(res, 400, { error: 'Idempotency-Key must be 1 to 128 printable ASCII characters' });
+    }
+    const id = crypto.randomUUID();
+    const out = await tx(pool, async (c) => {
+      // A repeat: the same Idempotency-Key (the same submission, or a conflict), or the
+      // same source from the same address within repeatWindowS. Not stored again.
+      if (idem !== undefined) {
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [idem]);
+        const { rows } = await c.query(`SELECT id, cache_key, report FROM ${SCHEMA}.submissions WHERE idempotency_key = $1`, [idem]);
+        if (rows.length) return rows[0].cache_key === key ? { repeat: rows[0] } : { conflict: rows[0].id };
+      } else {
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`${client} ${key}`]);
+        const { rows } = await c.query(`SELECT id, report FROM ${SCHEMA}.submissions WHERE client = $1 AND cache_key = $2
+          AND created_at > now() - make_interval(secs => $3) ORDER BY created_at LIMIT 1`, [client, key, lim.repeatWindowS]);
+        if (rows.length) return { repeat: rows[0] };
+      }
+      const hit = await c.query(`SELECT report FROM ${SCHEMA}.submissions WHERE cache_key = $1 AND report IS NOT NULL LIMIT 1`, [key]);
+      const report = hit.rows[0]?.report ?? null;
+      let jobId = null;
+      if (report === null) {
+        jobId = await boss.send(queue, { submission: id }, { db: inTx(c), expireInSeconds: expireSecondsFor(info) });
+        if (!jobId) throw new Error('pg-boss stored no job');
+      }
+      await c.query(`INSERT INTO ${SCHEMA}.submissions (id, lab, seed, hidden_seed, hidden_statuses, build, source_json, cache_key, client, idempotency_key,
+          queue, job_id, cached, report, reported_at, graded_by)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $13 THEN now() END, CASE WHEN $13 THEN 'cache' END)`,
+      [id, lab, seed, hiddenSeed, statuses, build, JSON.stringify(source), key, client, idem ?? null, queue, jobId, report !== null, report]);
+      return { id, report };
+    });
+    if (out.conflict) {
+      counts.conflicts += 1;
+      counts.refused += 1;
+      return reply(res, 409, { error: 'this Idempotency-Key was used for another submission', id: out.conflict });
+    }
+    if (out.repeat) {
+      counts.repeated += 1;
+      return answer(res, out.repeat.id, out.repeat.report, wait, signal, true);
+    }
+    if (out.report !== null) counts.cached += 1; else counts.accepted += 1;
+    return answer(res, out.id, out.report, wait, signal);
+  }
+
+  function post(req, res) {
+    const client = req.socket.remoteAddress ?? '?';
+    // serve.mjs's handler reads and checks the request, answers every refusal, and
+    // calls grade() with a checked submission. We answer it here; its own answer
+    // after grade() resolves then finds the response sent and does nothing.
+    const check = createGradeHandler({
+      labs, hiddenOf, jobs: 1, maxWaiting: 0, perClient: 1, maxBodyBytes, bodyTimeoutMs, allowOrigins, headers,
+      pool: {
+        grade: async ({ lab, source, seed, hidden, signal }) => {
+          try {
+            await store(req, res, client, { lab, source, seed, hidden }, signal);
+          } catch (e) {
+            if (transient(e)) unavailable(res, e);
+            else { counts.failed += 1; log(`POST /grade failed: ${e?.stack || e}`); reply(res, 500, { error: 'the server failed to store this submission' }); }
+          }
+          return '';
+        },
+      },
+    });
+    check(req, res);
+  }
+
+  async function get(req, res, id) {
+    if (!UUID.test(id)) return reply(res, 404, { error: 'no such submission' });
+    let rows;
+    try {
+      ({ rows } = await pool.query(`SELECT report, lease_until > now() AS grading FROM ${SCHEMA}.submissions WHERE id = $1`, [id]));
+    } catch (e) {
+      return transient(e) ? unavailable(res, e) : reply(res, 500, { error: 'the server failed to read this submission' });
+    }
+    if (!rows.length) return reply(res, 404, { error: 'no such submission' });
+    if (rows[0].report !== null) return reply(res, 200, rows[0].report, { 'X-Submission-Id': id });
+    return reply(res, 202, { id, status: rows[0].grading ? 'grading' : 'queued', url: `/grade/${id}` });
+  }
+
+  async function ready() {
+    try {
+      await Promise.race([pool.query('SELECT 1'), sleep(2000).then(() => { throw new Error('no answer within 2 s'); })]);
+      dbProblem = null;
+      return null;
+    } catch (e) {
+      return e.message || String(e);
+    }
+  }
+
+  /** The figures, from the database (the same whichever front is asked). */
+  async function figures() {
+    const { rows: [f] } = await pool.query(`SELECT
+        count(*) FILTER (WHERE report IS NULL) AS depth,
+        count(*) FILTER (WHERE report IS NULL AND lease_until > now()) AS grading,
+        count(*) FILTER (WHERE reported_at > now() - interval '60 seconds' AND NOT cached) AS graded_60s,
+        count(*) FILTER (WHERE reported_at > now() - interval '60 seconds' AND cached) AS cached_60s,
+        COALESCE(extract(epoch FROM now() - min(created_at) FILTER (WHERE report IS NULL)), 0) AS oldest_s,
+        count(*) AS submissions,
+        count(*) FILTER (WHERE report IS NOT NULL) AS reported,
+        COALESCE(sum(leases_lost), 0) AS leases_lost,
+        count(DISTINCT graded_by) FILTER (WHERE reported_at > now() - interval '300 seconds' AND NOT cached) AS workers_5m
+      FROM ${SCHEMA}.submissions`);
+    const { rows: [p] } = await pool.query(`SELECT
+        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM reported_at - created_at)) AS p50,
+        percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM reported_at - created_at)) AS p95
+      FROM ${SCHEMA}.submissions WHERE reported_at > now() - interval '300 seconds' AND NOT cached`);
+    return {
+      depth: Number(f.depth), grading: Number(f.grading), gradedPerS: Number(f.graded_60s) / 60, cachedPerS: Number(f.cached_60s) / 60,
+      oldestS: Number(f.oldest_s), submissions: Number(f.submissions), reported: Number(f.reported), leasesLost: Number(f.leases_lost),
+      workers: Number(f.workers_5m), p50S: p.p50 === null ? null : Number(p.p50), p95S: p.p95 === null ? null : Number(p.p95),
+    };
+  }
+
+  async function metrics(res) {
+    let f;
+    try { f = await figures(); } catch (e) { return unavailable(res, e); }
+    const g = (name, help, v, type = 'gauge') => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${v ?? 'NaN'}\n`;
+    const text = g('grading_queue_depth', 'Submissions stored and not yet reported (waiting or grading).', f.depth)
+      + g('grading_in_progress', 'Submissions a worker holds a lease on now.', f.grading)
+      + g('grading_oldest_pending_seconds', 'Age of the oldest submission without a report.', f.oldestS.toFixed(3))
+      + g('grading_graded_per_second', 'Reports made by workers per second, over the last 60 s.', f.gradedPerS.toFixed(3))
+      + g('grading_cached_per_second', 'Submissions answered from the cache per second, over the last 60 s.', f.cachedPerS.toFixed(3))
+      + g('grading_latency_p50_seconds', 'Stored to reported, median over the last 5 min (graded, not cached).', f.p50S?.toFixed(3))
+      + g('grading_latency_p95_seconds', 'Stored to reported, 95th percentile over the last 5 min (graded, not cached).', f.p95S?.toFixed(3))
+      + g('grading_workers_active', 'Workers that reported in the last 5 min.', f.workers)
+      + g('grading_submissions_total', 'Submissions stored.', f.submissions, 'counter')
+      + g('grading_reports_total', 'Submissions with a report.', f.reported, 'counter')
+      + g('grading_leases_lost_total', 'Leases taken back from workers that stopped heartbeating.', f.leasesLost, 'counter')
+      + Object.entries(counts).map(([k, v]) => g(`grading_front_${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`, `This front: ${k}.`, v, 'counter')).join('');
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Cache-Control': 'no-store', ...headers });
+    res.end(text);
+  }
+
+  /** Routes the front's paths; false for any other path (the caller serves it). */
+  function handle(req, res) {
+    const rel = new URL(`http://x${req.url}`).pathname;
+    const fail = (e) => { log(`${req.method} ${rel} failed: ${e?.stack || e}`); reply(res, 500, { error: 'internal error' }); };
+    if (rel === '/grade') { post(req, res); return true; }
+    const m = /^\/grade\/([^/]+)$/.exec(rel);
+    if (m || ['/healthz', '/readyz', '/metrics'].includes(rel)) {
+      req.resume();
+      if (req.method !== 'GET' && req.method !== 'HEAD') { reply(res, 405, { error: 'GET only' }, { Allow: 'GET, HEAD' }); return true; }
+      if (m) get(req, res, m[1]).catch(fail);
+      else if (rel === '/healthz') reply(res, closed ? 503 : 200, { ok: !closed, build, queue });
+      else if (rel === '/readyz') ready().then((p) => reply(res, p || closed ? 503 : 200, p || closed ? { ready: false, why: closed ? 'closing' : p } : { ready: true, build, queue })).catch(fail);
+      else metrics(res).catch(fail);
+      return true;
+    }
+    return false;
+  }
+
+  return {
+    handle,
+    build,
+    queue,
+    stats: () => ({ ...counts, waiting: waiters.size, dbProblem }),
+    figures,
+    async close() {
+      closed = true;
+      clearInterval(poller);
+      clearInterval(reaper);
+      for (const set of waiters.values()) for (const done of set) done(null);
+      await boss.stop({ graceful: false, wait: true, timeout: 2000 }).catch(() => {});
+      await pool.end().catch(() => {});
+    },
+  };
+}
+
+/** The standalone front: the front's paths on an HTTP server of its own. */
+export async function startFront({ port = 8000, host = '127.0.0.1', ...opts }) {
+  const front = await createQueueFront(opts);
+  const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5000 }, (req, res) => {
+    res.on('error', () => {});
+    try {
+      if (!front.handle(req, res)) {
+        req.resume();
+        res.writeHead(404, { 'Content-Type': 'text/plain' });
+        res.end('Not found\n');
+      }
+    } catch (e) {
+      console.error(`queue front: ${e?.stack || e}`);
+      if (!res.headersSent) { res.writeHead(500); res.end(); }
+    }
+  });
+  server.maxConnections = 1024;
+  await new Promise((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+  return { server, front, url: `http://${host.includes(':') ? `[${host}]` : host}:${server.address().port}/` };
+}
+
+/** The front alone (the API, no page), as the container image runs it. */
+const FRONT = command({
+  name: 'front',
+  prog: 'node www/queue/front.mjs',
+  synopsis: '--queue URL [options]',
+  summary: 'The grading queue\'s front alone: POST /grade, GET /grade/ID, /healthz, /readyz, /metrics (./lab serve --grading --queue '
+    + 'is the same front with the page).',
+  positionals: { max: 0 },
+  options: {
+    queue: { ...SERVE.options.queue, help: 'the queue\'s PostgreSQL', defaultText: 'the environment\'s GRADING_QUEUE_URL' },
+    port: { type: 'string', value: 'N', parse: number({ int: true, min: 0, max: 65535 }), default: 8000, help: 'the port (0: a free one; the first line printed is the URL)' },
+    host: { type: 'string', value: 'ADDR', default: '127.0.0.1', help: 'the address it listens on' },
+    'secret-file': { ...SERVE.options['secret-file'], help: 'the secret hidden inputs are drawn from (keep it from learners)' },
+    'hidden-statuses': SERVE.options['hidden-statuses'],
+    'max-wait': { type: 'string', value: 'S', parse: number({ min: 0 }), help: 'how long a request that asks to wait may wait for its report', defaultText: String(FRONT_LIMITS.maxWaitS) },
+    'allow-origin': { type: 'string', value: 'ORIGIN', multiple: true, default: [], parse: allowedOrigin, help: 'a course page\'s origin that may POST /grade' },
+  },
+});
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const { values: v } = parseOrExit(FRONT, process.argv.slice(2), 'front');
+  const o = {
+    connectionString: v.queue ?? process.env.GRADING_QUEUE_URL, port: v.port, host: v.host, allowOrigins: v['allow-origin'],
+    hiddenStatuses: v['hidden-statuses'], ...(v['secret-file'] !== undefined ? { secretFile: v['secret-file'] } : {}),
+    ...(v['max-wait'] !== undefined ? { maxWaitS: v['max-wait'] } : {}),
+  };
+  if (!o.connectionString) usageExit(FRONT, '--queue (or GRADING_QUEUE_URL) is needed', 'front');
+  const { server, front, url } = await startFront(o);
+  console.log(url);
+  const stop = () => {
+    setTimeout(() => process.exit(0), 5000).unref();
+    server.close();
+    front.close().finally(() => process.exit(0));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

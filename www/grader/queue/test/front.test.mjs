@@ -1,0 +1,123 @@
+// The front in this process, on a cluster of its own, without workers: it takes the
+// labs of the registry it is handed (serve.mjs hands over the one it loaded at start
+// instead of the front loading www/pkg's again), stores a submission with its job,
+// and answers for it while it waits. Then the reaper on those jobs, as pg-boss keeps
+// them: a lease past its time puts its job back, a job pg-boss gave up on gets an
+// error report, and a submission whose job is not in this pg-boss's schema is left
+// to the processes of the pg-boss that has it.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import http from 'node:http';
+import pg from 'pg';
+import { loadGrader } from '../../../host/node_host.mjs';
+import {
+  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, inTx, makePool, queueName, reap, startBoss, tx,
+} from '../common.mjs';
+import { createQueueFront } from '../front.mjs';
+import { Cluster, serverBinDir } from './pg_cluster.mjs';
+
+const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : false;
+let cluster;
+let front;
+let server;
+let url;
+let db;
+
+before(async () => {
+  if (skip) return;
+  cluster = new Cluster();
+  cluster.start();
+  await cluster.createDatabase('grading');
+  const grader = new (await loadGrader()).Grader();
+  const all = JSON.parse(grader.labs()).map((l) => l.id);
+  assert.ok(all.includes('deliver-once') && all.includes('courier'), `the registry's labs: ${all}`);
+  // The registry as handed over: one lab of the two the grader has.
+  const registry = { labs: () => JSON.stringify(JSON.parse(grader.labs()).filter((l) => l.id === 'deliver-once')), lab: (id) => grader.lab(id) };
+  front = await createQueueFront({ connectionString: cluster.url('grading'), registry, hiddenOf: () => ({ seed: null, statuses: 'each' }), log: () => {} });
+  server = http.createServer((req, res) => { if (!front.handle(req, res)) { res.writeHead(404); res.end(); } });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${server.address().port}/`;
+  db = makePool(cluster.url('grading'));
+});
+
+after(async () => {
+  server?.close();
+  await front?.close();
+  await db?.end();
+  cluster?.close();
+});
+
+async function post(body) {
+  const r = await fetch(new URL('/grade', url), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+
+/** A stored submission's row and its job's state (null when its job is not in this pg-boss's schema). */
+async function row(id) {
+  const { rows: [r] } = await db.query(`SELECT s.report, s.lease_until, s.leases_lost, j.state FROM ${SCHEMA}.submissions s
+    LEFT JOIN ${BOSS_SCHEMA}.job j ON j.name = s.queue AND j.id = s.job_id WHERE s.id = $1`, [id]);
+  return r;
+}
+
+test('the front grades the labs of the registry it is handed, and stores each submission with its job', { skip, timeout: 60_000 }, async () => {
+  const refused = await post({ lab: 'courier', source: 'x = 1\n' });
+  assert.equal(refused.status, 404, JSON.stringify(refused.body));
+
+  const stored = await post({ lab: 'deliver-once', source: 'x = 1\n' });
+  assert.equal(stored.status, 202, JSON.stringify(stored.body));
+  assert.equal(stored.body.status, 'queued');
+  const got = await fetch(new URL(stored.body.url, url));
+  assert.equal(got.status, 202);
+  assert.deepEqual(await got.json(), { id: stored.body.id, status: 'queued', url: stored.body.url });
+  assert.equal((await front.figures()).depth, 1);
+  // Its job, in pg-boss's table: waiting to be taken.
+  const { rows } = await db.query(`SELECT j.state, j.data FROM ${SCHEMA}.submissions s JOIN ${BOSS_SCHEMA}.job j ON j.name = s.queue AND j.id = s.job_id
+    WHERE s.id = $1`, [stored.body.id]);
+  assert.deepEqual(rows, [{ state: 'created', data: { submission: stored.body.id } }]);
+});
+
+test('the reaper: a lease past its time puts its job back, a job pg-boss gave up on gets an error report, another schema\'s job is left alone', { skip, timeout: 60_000 }, async () => {
+  const boss = await startBoss(cluster.url('grading'), { supervise: false });
+  const queue = queueName(buildId());
+  const take = () => tx(db, async (c) => (await boss.fetch(queue, { batchSize: 1, db: inTx(c) }))[0] ?? null);
+  try {
+    const expired = (await post({ lab: 'deliver-once', source: 'x = 2\n' })).body.id;
+    const givenUp = (await post({ lab: 'deliver-once', source: 'x = 3\n' })).body.id;
+    const elsewhere = (await post({ lab: 'deliver-once', source: 'x = 4\n' })).body.id;
+    // Its job in another pg-boss's schema (a deployment's older version): not this one's.
+    await db.query(`UPDATE ${SCHEMA}.submissions SET job_id = $2 WHERE id = $1`, [elsewhere, crypto.randomUUID()]);
+    for (const id of [expired, elsewhere]) await db.query(`UPDATE ${SCHEMA}.submissions SET lease_worker = 'w', lease_until = now() - interval '1 s' WHERE id = $1`, [id]);
+
+    // Its job taken by a worker that leased it and stopped heartbeating (the jobs before it are done).
+    let job;
+    while ((job = await take()) !== null && job.data.submission !== expired) await boss.complete(queue, job.id);
+    assert.equal(job?.data.submission, expired);
+    assert.equal((await row(expired)).state, 'active');
+    assert.equal(await reap(db, boss), 1, 'one lease taken back: the other is not in this schema');
+    const back = await row(expired);
+    assert.equal(back.state, 'retry');
+    assert.equal(back.lease_until, null);
+    assert.equal(back.leases_lost, 1);
+    const left = await row(elsewhere);
+    assert.equal(left.state, null);
+    assert.notEqual(left.lease_until, null, 'left to its own pg-boss');
+    assert.equal(left.leases_lost, 0);
+
+    // Taken and failed past its retries: pg-boss gives up, and the reaper reports.
+    let takes = 0;
+    while ((job = await take()) !== null) {
+      if (job.data.submission !== givenUp) { await boss.complete(queue, job.id); continue; }
+      takes += 1;
+      await tx(db, (c) => boss.fail(queue, job.id, { message: 'test' }, { db: inTx(c) }));
+    }
+    assert.equal(takes, RETRY_LIMIT + 1);
+    assert.equal((await row(givenUp)).state, 'failed');
+    await reap(db, boss);
+    const report = JSON.parse((await row(givenUp)).report);
+    assert.equal(report.status, 'error');
+    assert.match(report.message, /could not finish this submission/);
+  } finally {
+    await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+  }
+});

@@ -1,0 +1,69 @@
+// A worker that starts while the queue's database is away (a restart after a crash,
+// a machine still booting) waits for it and then takes jobs, instead of exiting; a
+// database that refuses it (a wrong password) is no reason to wait: exit 2 at once.
+// (The proof's 300-file run found the first: a worker restarted after a SIGKILL at
+// the moment PostgreSQL crashed exited with "could not start".)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { jailProblem } from '../../jail.mjs';
+import { Cluster, serverBinDir } from './pg_cluster.mjs';
+
+const WWW = fileURLToPath(new URL('../../../', import.meta.url));
+const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : jailProblem() ? `the sandbox does not work here: ${jailProblem()}` : false;
+
+function worker(url) {
+  const child = spawn(process.execPath, [path.join(WWW, 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.log = '';
+  child.stdout.on('data', (d) => { child.log += d; });
+  child.stderr.on('data', (d) => { child.log += d; });
+  child.ended = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  return child;
+}
+
+/** Resolves when `re` matches the child's output; rejects when it ends first or `ms` pass. */
+function until(child, re, ms) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { clearInterval(poll); reject(new Error(`not seen within ${ms} ms: ${re}\n${child.log.slice(-2000)}`)); }, ms);
+    const poll = setInterval(() => {
+      if (re.test(child.log)) { clearTimeout(timer); clearInterval(poll); resolve(); }
+      else if (child.exitCode !== null) { clearTimeout(timer); clearInterval(poll); reject(new Error(`it ended (${child.exitCode}) first:\n${child.log.slice(-2000)}`)); }
+    }, 50);
+  });
+}
+
+test('a worker started while the database is down waits for it, then takes jobs; a refused login exits 2 at once', { skip, timeout: 240_000 }, async () => {
+  const cluster = new Cluster();
+  const children = [];
+  try {
+    cluster.start();
+    await cluster.createDatabase('grading');
+    cluster.crash();
+
+    const w = worker(cluster.url('grading'));
+    children.push(w);
+    await until(w, /the queue's database is not reachable \(.*\): trying again for up to 120 s/, 30_000);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(w.exitCode, null, `it waits, and is still running:\n${w.log}`);
+    assert.doesNotMatch(w.log, /could not start/);
+
+    cluster.start();
+    await until(w, /^ready /m, 120_000);
+    w.kill('SIGTERM');
+    assert.equal(await w.ended, 0, w.log.slice(-2000));
+
+    // Not the database being away: the server answers, and refuses the login.
+    const wrong = worker(cluster.url('grading').replace(`:${cluster.password}@`, ':not-the-password@'));
+    children.push(wrong);
+    const t0 = performance.now();
+    assert.equal(await wrong.ended, 2, wrong.log);
+    assert.match(wrong.log, /worker: could not start: password authentication failed/);
+    assert.doesNotMatch(wrong.log, /trying again/);
+    assert.ok(performance.now() - t0 < 30_000, 'at once, not after the wait');
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    cluster.close();
+  }
+});

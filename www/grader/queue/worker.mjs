@@ -1,0 +1,220 @@
+#!/usr/bin/env node
+// A grading worker: takes submissions from the queue and grades them with the CLI's
+// sandboxed pool (cli/pool.mjs), on any machine that reaches the database.
+//
+//   node www/queue/worker.mjs --queue postgres://... [--jobs N] [--lease S] [--grace S]
+//        [--timeout S] [--wall-factor K] [--memory MB] [--no-sandbox] [--health-port N] [--poll-ms MS]
+//
+// Each of its N slots: take a job and lease its submission (one transaction), grade
+// it while a heartbeat moves the lease on, then write the report and complete the job
+// (one transaction; the report only if the submission has none: written once). A
+// worker that dies stops heartbeating; its lease runs out and the reaper (in every
+// front and worker) puts the job back in the queue. SIGTERM: no new job; the ones
+// under way finish within --grace seconds, or are withdrawn and put back at once.
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseOrExit } from '../args.mjs';
+import { WORKER } from '../commands.mjs';
+import { createGradingPool } from '../pool.mjs';
+import {
+  SCHEMA, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+} from './common.mjs';
+
+const W = WORKER.options;
+export const WORKER_DEFAULTS = Object.freeze({ jobs: W.jobs.default, leaseS: W.lease.default, graceS: W.grace.default, pollMs: W['poll-ms'].default, reapEveryMs: 5000 });
+
+/**
+ * Starts a worker; resolves once its pool is ready and it takes jobs.
+ * Returns { stop({graceS}) → Promise, stats, id }.
+ */
+export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.jobs, leaseS = WORKER_DEFAULTS.leaseS, graceS = WORKER_DEFAULTS.graceS,
+  pollMs = WORKER_DEFAULTS.pollMs, reapEveryMs = WORKER_DEFAULTS.reapEveryMs, timeoutS, wallFactor, memoryMb, sandbox = true, pkgDir,
+  log = (m) => console.error(`queue worker: ${m}`), gradingPool } = {}) {
+  const id = `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+  const build = buildId(pkgDir);
+  const queue = queueName(build);
+  const db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`) });
+  await whileAway(() => ensureSchema(db), { log });
+  const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
+  await whileAway(() => ensureQueue(boss, queue), { log });
+  const grader = gradingPool ?? createGradingPool({ jobs, ...(timeoutS ? { timeoutS } : {}), ...(wallFactor ? { wallFactor } : {}), ...(memoryMb ? { memoryMb } : {}), sandbox, ...(pkgDir ? { pkgDir } : {}) });
+  await grader.ready;
+
+  const stats = { graded: 0, fromCache: 0, skipped: 0, returned: 0, writeRetries: 0, leasesLost: 0, errors: 0, busyMs: 0 };
+  const running = new Map(); // submission id -> { jobId, controller }
+  let stopping = false;
+
+  /** Takes one job and leases its submission, in one transaction: null when none. */
+  async function claim() {
+    return tx(db, async (c) => {
+      const [job] = await boss.fetch(queue, { batchSize: 1, db: inTx(c) });
+      if (!job) return null;
+      const sid = job.data?.submission;
+      const { rows } = await c.query(`UPDATE ${SCHEMA}.submissions SET lease_worker = $2, lease_until = now() + make_interval(secs => $3), attempts = attempts + 1
+        WHERE id = $1 AND report IS NULL RETURNING lab, source_json, seed, hidden_seed, hidden_statuses, cache_key`, [sid, id, leaseS]);
+      if (!rows.length) {
+        // Reported already (another worker finished it): nothing to grade.
+        await boss.complete(queue, job.id, null, { db: inTx(c) });
+        return { skip: true };
+      }
+      return { jobId: job.id, sid, ...rows[0] };
+    });
+  }
+
+  /** Writes the report (once per submission) and completes the job, in one transaction;
+   *  again while the database is away, for as long as the lease could still hold. */
+  async function finish(job, report, gradeMs) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await tx(db, async (c) => {
+          const r = await c.query(`UPDATE ${SCHEMA}.submissions SET report = $2, reported_at = now(), graded_by = $3, grade_ms = $4,
+              lease_until = NULL, lease_worker = NULL WHERE id = $1 AND report IS NULL`, [job.sid, report, id, gradeMs]);
+          await boss.complete(queue, job.jobId, null, { db: inTx(c) });
+          return r.rowCount;
+        });
+      } catch (e) {
+        if (!transient(e) || attempt >= 60) throw e;
+        stats.writeRetries += 1;
+        await sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+  }
+
+  /** Puts a job back in the queue now (a stop): failed, so pg-boss retries it at once. */
+  async function giveBack(job) {
+    await tx(db, async (c) => {
+      await boss.fail(queue, job.jobId, { message: `worker ${id} stopped` }, { db: inTx(c) });
+      await c.query(`UPDATE ${SCHEMA}.submissions SET lease_until = NULL, lease_worker = NULL WHERE id = $1 AND lease_worker = $2`, [job.sid, id]);
+    });
+    stats.returned += 1;
+  }
+
+  async function gradeOne(job) {
+    const controller = new AbortController();
+    running.set(job.sid, { job, controller });
+    const heartbeat = setInterval(async () => {
+      try {
+        const r = await db.query(`UPDATE ${SCHEMA}.submissions SET lease_until = now() + make_interval(secs => $3)
+          WHERE id = $1 AND lease_worker = $2 AND report IS NULL`, [job.sid, id, leaseS]);
+        if (r.rowCount === 0 && !job.lost) { job.lost = true; stats.leasesLost += 1; }
+      } catch { /* the database is away: the lease may run out, and the job go to another worker */ }
+    }, Math.max(250, (leaseS * 1000) / 3));
+    const t0 = performance.now();
+    try {
+      // Another submission with the same source, build, seed and hidden inputs was graded meanwhile.
+      const hit = await db.query(`SELECT report FROM ${SCHEMA}.submissions WHERE cache_key = $1 AND report IS NOT NULL LIMIT 1`, [job.cache_key]);
+      let report = hit.rows[0]?.report;
+      if (report !== undefined) stats.fromCache += 1;
+      else {
+        report = String(await grader.grade({
+          lab: job.lab, source: JSON.parse(job.source_json), seed: job.seed, format: 'json', signal: controller.signal,
+          hidden: { seed: job.hidden_seed === null ? null : Number(job.hidden_seed), statuses: job.hidden_statuses },
+        })).trim();
+      }
+      const ms = Math.round(performance.now() - t0);
+      stats.busyMs += ms;
+      clearInterval(heartbeat);
+      const wrote = await finish(job, report, ms);
+      if (wrote) stats.graded += 1; else stats.skipped += 1;
+    } catch (e) {
+      clearInterval(heartbeat);
+      if (controller.signal.aborted || e?.code === 'ESANDBOXSTART' || !transient(e)) {
+        if (!controller.signal.aborted) { stats.errors += 1; log(`${job.sid}: ${e?.message || e}; returned to the queue`); }
+        // Withdrawn (a stop) or this worker cannot grade now: back in the queue at once.
+        await giveBack(job).catch((err) => log(`${job.sid}: could not return the job (its lease will run out): ${err.message}`));
+        if (e?.code === 'ESANDBOXSTART') await sleep(Math.max(1000, (e.retryAfterS ?? 1) * 1000));
+      }
+      // The database went away: the lease runs out and the reaper returns the job.
+    } finally {
+      clearInterval(heartbeat);
+      running.delete(job.sid);
+    }
+  }
+
+  async function slot() {
+    while (!stopping) {
+      let job;
+      try {
+        job = await claim();
+      } catch (e) {
+        if (!transient(e)) log(`taking a job: ${e.message}`);
+        await sleep(pollMs + Math.random() * pollMs);
+        continue;
+      }
+      if (!job) { await sleep(pollMs / 2 + Math.random() * pollMs); continue; }
+      if (job.skip) { stats.skipped += 1; continue; }
+      await gradeOne(job);
+    }
+  }
+
+  const reaper = setInterval(() => { reap(db, boss).catch(() => {}); }, reapEveryMs);
+  reaper.unref();
+  const slots = Array.from({ length: jobs }, () => slot());
+  log(`${id} grades build ${build} from queue ${queue} with ${jobs} job${jobs === 1 ? '' : 's'}`);
+
+  let stopped = null;
+  return {
+    id,
+    build,
+    queue,
+    stats,
+    running: () => running.size,
+    /** Takes no new job; waits up to graceS for the ones under way, then withdraws them
+     *  and puts them back in the queue; then closes the pool and the connections. */
+    stop({ graceS: g = graceS } = {}) {
+      stopped ??= (async () => {
+        stopping = true;
+        clearInterval(reaper);
+        const deadline = Date.now() + g * 1000;
+        while (running.size && Date.now() < deadline) await sleep(100);
+        for (const { controller } of running.values()) controller.abort();
+        await Promise.race([Promise.all(slots), sleep(10_000)]);
+        await grader.close().catch(() => {});
+        await boss.stop({ graceful: false, wait: true, timeout: 2000 }).catch(() => {});
+        await db.end().catch(() => {});
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** A worker's /healthz and /readyz, for a container's probes (--health-port). */
+function serveHealth(port, worker) {
+  const server = http.createServer((req, res) => {
+    const body = JSON.stringify({ ok: true, id: worker.id, build: worker.build, running: worker.running(), ...worker.stats });
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(body);
+  });
+  server.listen(port, '0.0.0.0');
+  return server;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const { values: v } = parseOrExit(WORKER, process.argv.slice(2), 'worker');
+  const o = {
+    connectionString: v.queue ?? process.env.GRADING_QUEUE_URL, jobs: v.jobs, leaseS: v.lease, graceS: v.grace, pollMs: v['poll-ms'],
+    ...(v.timeout !== undefined ? { timeoutS: v.timeout } : {}), ...(v['wall-factor'] !== undefined ? { wallFactor: v['wall-factor'] } : {}),
+    ...(v.memory !== undefined ? { memoryMb: v.memory } : {}), sandbox: !v['no-sandbox'],
+  };
+  const healthPort = v['health-port'] ?? null;
+  if (!o.connectionString) { console.error(`worker: --queue (or GRADING_QUEUE_URL) is needed\n(${WORKER.prog} --help lists every option)`); process.exit(2); }
+  let worker;
+  try {
+    worker = await startWorker(o);
+  } catch (e) {
+    console.error(`worker: could not start: ${e.message}`);
+    process.exit(2);
+  }
+  if (healthPort !== null) serveHealth(healthPort, worker).unref();
+  console.log(`ready ${worker.id}`);
+  const stop = () => {
+    worker.stop().finally(() => {
+      console.error(`queue worker: stopped: ${JSON.stringify(worker.stats)}`);
+      process.exit(0);
+    });
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
