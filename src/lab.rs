@@ -183,7 +183,7 @@ pub struct LabInfo {
     /// The lab's Python side in the learner's interpreter (`src/deliver_once/bridge.py`,
     /// `src/courier/learner_side.py`): the objects the learner's functions receive,
     /// and how each is called. Every host that runs learner code imports it beside
-    /// `www/src/bridge.py`, as the module `delivery_lab_<lab id with _>`.
+    /// `www/host/solution_runner.py`, as the module `delivery_lab_<lab id with _>`.
     pub bridge_py: &'static str,
     /// What a learner call can do to its world, each operation once: the hosts
     /// learn the world's protocol from here (`tests/wasm_api.rs` holds the WASM

@@ -6,7 +6,7 @@
 //   www/dist-no-reference/ --no-reference (hidden tests, no reference)
 // The folder holds:
 //   main.js, worker.js, style.css   bundled by esbuild from src/
-//   embed.js                        the <delivery-lab> web component for host pages (src/embed.js)
+//   embed.js                        the <delivery-lab> web component for host pages (page/embed.js)
 //   index.html                      copied
 //   pkg/labs/ID/                    each lab's grader (from www/pkg/labs, built by scripts/build-wasm.sh)
 //   pyodide/                        only the Pyodide files that loading needs
@@ -30,7 +30,7 @@
 //                carries a reference.
 //   --out DIR    write somewhere other than the mode's folder (the e2e tests build their own copy)
 //   --allow-origin ORIGIN   a course page's origin (https://host[:port]) that may embed the lab
-//                and drive it by postMessage (www/EMBED.md); repeatable, or a comma list.
+//                and drive it by postMessage (www/page/EMBED.md); repeatable, or a comma list.
 //                Written into build.json (allowOrigins). Without it the postMessage API is off.
 import * as esbuild from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -47,7 +47,7 @@ const WWW_PKG = path.join(WWW, 'pkg');
 const NO_HIDDEN_PKG = path.join(WWW, '..', 'target', 'pkg-no-hidden');
 const NO_REFERENCE_PKG = path.join(WWW, '..', 'target', 'pkg-no-reference');
 const PYODIDE = path.join(WWW, 'node_modules', 'pyodide');
-// The command line, by ./lab build's table (cli/commands.mjs BUILD): a refused one exits 2.
+// The command line, by ./lab build's table (grader/commands.mjs BUILD): a refused one exits 2.
 const { values: opts } = parseOrExit(BUILD, process.argv.slice(2), 'build');
 const dev = opts.dev;
 const allowOrigins = parseAllowOrigins(opts['allow-origin']);
@@ -173,12 +173,12 @@ async function checkGrader() {
 }
 
 /**
- * Each lab's key for the worker's memory snapshot (src/snapshot.js): whatever
+ * Each lab's key for the worker's memory snapshot (page/snapshot.js): whatever
  * decides what the snapshot holds, so a change to any of it makes the next visit
  * boot afresh and store a new one instead of restoring an old interpreter.
  */
 function snapshotKeys(labs, bridges, pyodideVersion) {
-  const own = ['src/bridge.py', 'src/engine.mjs', 'src/snapshot.js', 'src/worker.js'].map((f) => fs.readFileSync(path.join(WWW, f)));
+  const own = ['host/solution_runner.py', 'host/engine.mjs', 'page/snapshot.js', 'page/worker.js'].map((f) => fs.readFileSync(path.join(WWW, f)));
   const keys = {};
   for (const id of labs) {
     const hash = crypto.createHash('sha256').update(`pyodide ${pyodideVersion}\0lab ${id}\0`);
@@ -219,7 +219,7 @@ async function main() {
 async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
   await esbuild.build({
     absWorkingDir: WWW,
-    entryPoints: { main: 'src/main.js', worker: 'src/worker.js', style: 'src/style.css', embed: 'src/embed.js' },
+    entryPoints: { main: 'page/main.js', worker: 'page/worker.js', style: 'page/style.css', embed: 'page/embed.js' },
     outdir: DIST,
     bundle: true,
     format: 'esm',
@@ -237,7 +237,7 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
     legalComments: 'none',
     logLevel: 'warning',
   });
-  copy(path.join(WWW, 'index.html'), path.join(DIST, 'index.html'));
+  copy(path.join(WWW, 'page', 'index.html'), path.join(DIST, 'index.html'));
   const labFiles = grader.labs.flatMap((id) => PKG_FILES.map((f) => `pkg/labs/${id}/${f}`));
   for (const f of labFiles) copy(path.join(PKG, f.slice('pkg/'.length)), path.join(DIST, f));
   for (const f of PYODIDE_FILES) copy(path.join(PYODIDE, f), path.join(DIST, 'pyodide', f));
@@ -287,7 +287,7 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
   // The service worker: its manifest is inlined, so a new build is a new sw.js,
   // which is how the browser learns there is something new to cache.
   const manifest = { version, caches: build.caches, appFiles, pyodideFiles };
-  const sw = fs.readFileSync(path.join(WWW, 'sw.js'), 'utf8')
+  const sw = fs.readFileSync(path.join(WWW, 'page', 'sw.js'), 'utf8')
     .replace('self.__MANIFEST__', JSON.stringify(manifest));
   if (!sw.includes(version)) fail('sw.js has no self.__MANIFEST__ placeholder');
   fs.writeFileSync(path.join(DIST, 'sw.js'), sw);

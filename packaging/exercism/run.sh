@@ -19,5 +19,5 @@ if (( $# != 3 )); then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$3"
-exec node "$root/grader/cli/platform.mjs" --format exercism --lab "$1" --hidden-statuses '@HIDDEN_STATUSES@' --deadline 20 --private "$root" \
+exec node "$root/grader/grader/platform.mjs" --format exercism --lab "$1" --hidden-statuses '@HIDDEN_STATUSES@' --deadline 20 --private "$root" \
   "$2" "${3%/}/results.json"

@@ -42,4 +42,4 @@ fi
 echo "setup.sh: Node.js $(node --version)"
 (( $(node_major) >= NEED_MAJOR )) || { echo "setup.sh: Node.js $NEED_MAJOR or newer is needed" >&2; exit 1; }
 
-node "$here/grader/cli/platform.mjs" --self-check --lab '@LAB@' --private "$here"
+node "$here/grader/grader/platform.mjs" --self-check --lab '@LAB@' --private "$here"

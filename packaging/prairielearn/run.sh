@@ -18,5 +18,5 @@
 set -uo pipefail
 grade=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$grade/results"
-exec node "$grade/serverFilesCourse/delivery-lab/cli/platform.mjs" --format prairielearn --lab '@LAB@' --hidden-statuses '@HIDDEN_STATUSES@' \
+exec node "$grade/serverFilesCourse/delivery-lab/grader/platform.mjs" --format prairielearn --lab '@LAB@' --hidden-statuses '@HIDDEN_STATUSES@' \
   --deadline @TIMEOUT@ --private "$grade/data" "$grade/student" "$grade/results/results.json"

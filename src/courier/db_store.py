@@ -32,7 +32,7 @@ STATEMENT_STEPS_CAP = 20_000_000   # SQLite VM instructions per statement
 PROGRESS_EVERY = 10_000            # instructions between two checks of that cap
 # What one statement's answer may weigh: each text or blob its length and 5, any
 # other value 10, each row 5 (about its size in marshal, how the grading CLI's store
-# sends it, which after base64 must fit www/cli/frames.mjs's 1 MB frame).
+# sends it, which after base64 must fit www/grader/frames.mjs's 1 MB frame).
 RESULT_CAP_BYTES = 600_000
 DB_PAGES_CAP = 16_384              # pages of the database (64 MiB at 4 KiB)
 HEAP_CAP_BYTES = 256 << 20         # SQLite's own heap in this interpreter
@@ -452,7 +452,7 @@ _store = None        # the run's CourierStore, when it lives in this interpreter
 
 def grader_op(op, a):
     """The grader's own operations on the run's database, by their `StoreOp` names
-    (www/src/bridge.py's store_op calls this): a path of their own, never a
+    (www/host/solution_runner.py's store_op calls this): a path of their own, never a
     learner call."""
     global _store
     if op == "reset":

@@ -4,7 +4,7 @@
 # str.replace(old, new, 1) to the text of reference.py. Every `old` occurs in
 # reference.py exactly once, and exactly once in the text it is applied to.
 # `caught_by` names the test meant to catch it (it may fail others too):
-# www/test/courier.test.mjs grades every mutant and checks that test fails.
+# www/host/test/courier.test.mjs grades every mutant and checks that test fails.
 # Run this file to check that every mutant applies and compiles.
 
 # The in-flight cap checked on the claim's one pick only, after its query (None

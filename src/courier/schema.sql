@@ -1,5 +1,5 @@
 -- The courier lab's tables: the one place they are defined. The grader hands this
--- to the store (www/src/bridge.py's CourierStore) at every reset; lab.md describes
+-- to the store (www/host/solution_runner.py's CourierStore) at every reset; lab.md describes
 -- them to the learner, and tests/courier_sim.rs checks that lab.md and the rows the
 -- engine reads and writes (sim.rs's Tables) have exactly these columns.
 CREATE TABLE actions (

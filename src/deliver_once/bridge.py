@@ -1,7 +1,7 @@
 """Lab 1's Python side (deliver-once): the contract's records, and the kv, provider
 and rng the learner's functions receive, each over the call's world; and how each
 learner function is called. The host imports it beside the bridge
-(www/src/bridge.py, which loads the learner's file and runs every call through
+(www/host/solution_runner.py, which loads the learner's file and runs every call through
 this module's `call`); the registry carries it (`LabInfo::bridge_py`).
 
 Expected values never come here: every kv operation, send and draw goes to the

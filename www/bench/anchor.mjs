@@ -1,11 +1,11 @@
-// The benchmark's anchor (cli/anchor/README.md): lab 1 graded by plain CPython +
+// The benchmark's anchor (bench/anchor/README.md): lab 1 graded by plain CPython +
 // pytest, one process per file, on the same sources as the grading CLI's bench.
 //
 //   import { benchPytest } from './anchor.mjs';
 //   const { perS, wallS, cpuS, results } = await benchPytest(sources, { jobs: 2 });
 //
 // Each source is written to a temp file and graded by one
-//   .venv/bin/python -m pytest -q -p no:cacheprovider www/cli/anchor/test_deliver_once.py --solution FILE
+//   .venv/bin/python -m pytest -q -p no:cacheprovider www/bench/anchor/test_deliver_once.py --solution FILE
 // process, `jobs` at a time. The venv is the project's (./lab bench and ./lab test
 // make it: need_venv in ./lab).
 import { spawn, execFileSync } from 'node:child_process';

@@ -5,7 +5,7 @@
 // same files. Prints submissions per second (and per core), latency p50/p95 (from
 // hand-over to report), peak memory, and the CPU of one submission split into the
 // sandbox's start (a fresh Node, Pyodide restored), its run, and the coordinator.
-// Run: node cli/bench.mjs [--n 50]   (./lab bench runs it after www/bench.mjs)
+// Run: node bench/cli.mjs [--n 50]   (./lab bench runs it after www/bench/page.mjs)
 import fs from 'node:fs';
 import os from 'node:os';
 import { benchMix } from './mix.mjs';
@@ -64,7 +64,7 @@ for (const jobs of [1, 2]) {
     + `pre-checked submissions need no sandbox: ${N - st.booted} of ${N})`);
 }
 
-// The anchor (cli/anchor/README.md): the same submissions graded by CPython + pytest,
+// The anchor (bench/anchor/README.md): the same submissions graded by CPython + pytest,
 // one process per file, in the project venv that ./lab bench makes.
 {
   const { anchorAvailable, benchPytest } = await import('./anchor.mjs');

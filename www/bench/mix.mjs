@@ -1,4 +1,4 @@
-// The grading benches' mix of lab 1 submissions (cli/bench.mjs, queue/bench.mjs):
+// The grading benches' mix of lab 1 submissions (bench/cli.mjs, bench/queue.mjs):
 // correct ones, wrong ones, mutants, errors, prints and a hostile import, in one
 // order, so that the two benches' lines compare.
 

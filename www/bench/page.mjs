@@ -5,7 +5,7 @@
 //      first visit's (empty caches) against the bare page's first visit
 //   3. a warm full run of every test with the reference solution (median of 20),
 //      in the browser worker and in Node, against the same checks in pure Python
-//      in Pyodide (the pytest anchor's, www/cli/anchor, without pytest)
+//      in Pyodide (the pytest anchor's, www/bench/anchor, without pytest)
 //   4. the time from a click on Run to the first result drawn (median of 20)
 //   5. the courier lab's full run in the worker and in Node
 //   6. the courier lab's real run (./lab real): its wall time split into phases,
@@ -28,8 +28,8 @@ import { loadNodeEngine } from '../host/node_host.mjs';
 import { parseOrExit } from '../grader/args.mjs';
 import { BENCH } from '../grader/commands.mjs';
 
-const WWW = path.dirname(fileURLToPath(import.meta.url));
-// The command line, by ./lab bench's table (cli/commands.mjs BENCH).
+const WWW = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// The command line, by ./lab bench's table (grader/commands.mjs BENCH).
 const { values: opts } = parseOrExit(BENCH, process.argv.slice(2), 'bench');
 const RUNS = opts.runs;
 const VISITS = opts.visits;
@@ -63,7 +63,7 @@ async function markTime(page, name, timeout = 60_000) {
 
 /**
  * The anchor of a warm run: lab 1's checks as the pytest anchor writes them in plain
- * Python (www/cli/anchor/test_deliver_once.py: the same case files, comparison rules
+ * Python (www/bench/anchor/test_deliver_once.py: the same case files, comparison rules
  * and differential counts as the engine), in a Pyodide of their own, with the
  * reference as the learner. pytest itself is not in Pyodide: its two names that
  * the file uses (mark.parametrize, fail) are stood in for. Warm, like the worker's.
@@ -73,7 +73,7 @@ async function purePython() {
   const py = await loadPyodide({ indexURL: path.join(WWW, 'node_modules', 'pyodide') + path.sep });
   const repo = path.join(WWW, '..');
   const tomls = (dir) => fs.readdirSync(path.join(repo, dir)).filter((f) => f.endsWith('.toml')).map((f) => `${dir}/${f}`);
-  for (const f of ['www/cli/anchor/test_deliver_once.py', 'src/deliver_once/reference.py',
+  for (const f of ['www/bench/anchor/test_deliver_once.py', 'src/deliver_once/reference.py',
     ...tomls('src/deliver_once/examples'), ...tomls('hidden-tests/deliver-once')]) {
     py.FS.mkdirTree(path.posix.dirname(`/repo/${f}`));
     py.FS.writeFile(`/repo/${f}`, fs.readFileSync(path.join(repo, f), 'utf8'));
@@ -88,7 +88,7 @@ def _load(name, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-anchor = _load("anchor", "/repo/www/cli/anchor/test_deliver_once.py")
+anchor = _load("anchor", "/repo/www/bench/anchor/test_deliver_once.py")
 learner = _load("solution", "/repo/src/deliver_once/reference.py")
 reference = _load("reference_solution", "/repo/src/deliver_once/reference.py")
 def run_all():
@@ -221,7 +221,7 @@ async function main() {
     console.log(`3. Warm full run, reference solution, all ${first.total} tests (${first.examples.total} examples, ${first.hidden.total} hidden)`);
     console.log(`   in the worker (engine.run):                 ${fmtMs(workerMs)}`);
     console.log(`   page: run() call to report drawn:           ${fmtMs(pageMs)}`);
-    console.log(`   Node host (same engine.mjs + bridge.py):    ${fmtMs(nodeMs)}`);
+    console.log(`   Node host (the same host/):                 ${fmtMs(nodeMs)}`);
     const pure = await purePython();
     console.log(`   the same checks in pure Python, in Pyodide (Node): ${fmtMs(pure.ms)}  (the anchor: ${pure.tests} tests`
       + `${pure.failed ? `, ${pure.failed} FAILED` : ', all pass'}); the worker's run = ${ratio(workerMs, pure.ms)} it\n`);

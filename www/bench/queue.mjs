@@ -1,24 +1,24 @@
 // The grading queue's figure (issue 31): submissions per second through the queue
 // with one worker and with two, beside the anchor measured in the same run: the
-// in-process pool (./lab grade's, www/cli/pool.mjs) with --jobs 1 and --jobs 2 on the
+// in-process pool (./lab grade's, www/grader/pool.mjs) with --jobs 1 and --jobs 2 on the
 // same files, so the ratio is the queue's overhead (a front storing each submission
 // in PostgreSQL, workers taking, leasing and reporting them in transactions).
 //
-// The files: the grading CLI bench's mix (www/cli/bench.mjs: correct, starter, mutants,
+// The files: the grading CLI bench's mix (www/bench/cli.mjs: correct, starter, mutants,
 // prints, raises, a syntax error, import js), each made distinct by a comment (so
 // neither the front's cache nor a worker's answers one from another's report), with
 // the hidden inputs drawn from one secret for the queue and the anchor alike
 // (`./lab grade --secret-file F --jobs 1` grades the same). The queue: a throwaway
 // PostgreSQL cluster (test/pg_cluster.mjs: fsync and synchronous commit on), a database
 // per pass, the front in this process (startFront, createQueueFront's HTTP server),
-// workers as processes (`node www/queue/worker.mjs --queue URL --jobs 1`, defaults
+// workers as processes (`node www/grader/queue/worker.mjs --queue URL --jobs 1`, defaults
 // otherwise), ready before the first POST. The files are POSTed one after another
 // as fast as the front takes them (a deadline's burst); a pass's wall runs from the
 // first POST to the last report stored. Each line says the load average (1 min) and
 // how busy the machine's cores were during its pass: other work on the machine moves
 // these figures, the anchor beside them shows by how much.
 //
-// Run: node www/queue/bench.mjs [--n 40]   (./lab bench runs it after www/cli/bench.mjs)
+// Run: node www/bench/queue.mjs [--n 40]   (./lab bench runs it after www/bench/cli.mjs)
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -46,7 +46,7 @@ if (skip) {
   process.exit(0);
 }
 
-// The mix of www/cli/bench.mjs (cli/bench_mix.mjs: compare the two benches' lines).
+// The mix of www/bench/cli.mjs (bench/mix.mjs: compare the two benches' lines).
 const registry = new (await loadGrader()).Grader();
 const lab = JSON.parse(registry.lab(LAB));
 const kinds = benchMix(lab);
@@ -134,7 +134,7 @@ async function anchor(jobs) {
 }
 
 function startWorker(url) {
-  const child = spawn(process.execPath, [path.join(HERE, 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(HERE, '..', 'grader', 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.log = '';
   child.stdout.on('data', (d) => { child.log += d; });
   child.stderr.on('data', (d) => { child.log += d; });
@@ -205,7 +205,7 @@ async function queuePass(cluster, workers) {
 }
 
 console.log(`grading queue bench: ${N} mixed submissions (the grading CLI bench's mix, each distinct), lab 1, ${os.cpus().length} cores; `
-  + 'PostgreSQL 15 throwaway cluster (fsync on), the front in this process, workers `node www/queue/worker.mjs --queue URL --jobs 1`');
+  + 'PostgreSQL 15 throwaway cluster (fsync on), the front in this process, workers `node www/grader/queue/worker.mjs --queue URL --jobs 1`');
 const cluster = new Cluster();
 const tAll = performance.now();
 // Interrupted: no worker and no cluster (pg_ctl starts it detached) left behind.

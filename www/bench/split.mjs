@@ -1,5 +1,5 @@
 // Where a warm run of lab 1 spends its time (issue 13, item 2), in Node with the
-// page's own engine (engine.mjs, bridge.py, the grader's WASM): the whole run, the
+// page's own engine (engine.mjs, solution_runner.py, the grader's WASM): the whole run, the
 // part inside Python (bridge.call: the learner's code, the lab's objects, JSON),
 // and of that the world's operations (Python -> JS -> WASM); what is left is the
 // grader in WASM (tests, reference, worlds, report) and the crossings into Python.

@@ -4,9 +4,9 @@
 // --help from them and checks a command line against them before it installs or
 // builds anything:
 //
-//   node www/cli/commands.mjs help [COMMAND]      the commands, or one command's options
-//   node www/cli/commands.mjs check COMMAND ARG... exit 0, or 2 with what is wrong
-//   node www/cli/commands.mjs route COMMAND ARG... (checked) what ./lab does besides
+//   node www/grader/commands.mjs help [COMMAND]      the commands, or one command's options
+//   node www/grader/commands.mjs check COMMAND ARG... exit 0, or 2 with what is wrong
+//   node www/grader/commands.mjs route COMMAND ARG... (checked) what ./lab does besides
 //                                                  running it: NUL-separated pairs,
 //                                                  `build ARG` and `need WHAT`
 //
@@ -79,7 +79,7 @@ export const GRADE = command({
   notes: 'The platforms\' formats need --out DIR. json, csv and junit go to stdout (the summary to stderr); text to '
     + 'stdout. The staff\'s json and text name each file\'s hidden seed; learners\' reports (and csv, junit) never do.\n'
     + 'Exit code: 0 every submission passes, 1 any fails or errors, 2 a usage error or a grader that cannot start.\n'
-    + 'More: www/cli/README.md.',
+    + 'More: www/grader/README.md.',
 });
 
 export const PACKAGE = command({
@@ -110,14 +110,14 @@ export const SERVE = command({
   positionals: { max: 0 },
   summary: 'Serves the page at http://127.0.0.1:PORT/: the build it started with only (read into memory; a build made since '
     + 'is not served, and one with other --allow-origin origins is said on stderr: restart), and only a build of the mode '
-    + 'asked for. ./lab serve builds it first (www/dist/, or www/dist-no-hidden/); node www/serve.mjs takes the same '
+    + 'asked for. ./lab serve builds it first (www/dist/, or www/dist-no-hidden/); node www/grader/serve.mjs takes the same '
     + 'options and builds nothing.',
   options: {
     port: { type: 'string', value: 'N', parse: number({ int: true, min: 0, max: 65535 }), default: 8000, help: 'the port (0: a free one; the first line printed is the URL)' },
     'no-hidden': { type: 'boolean', default: false, build: true, help: 'the page without the hidden tests or the reference (www/dist-no-hidden/); with --grading the server grades them' },
     hidden: { type: 'boolean', default: false, help: 'refuse a build without the hidden tests (./lab serve gives it)' },
     root: { type: 'string', value: 'DIR', help: 'serve another folder', defaultText: 'www/dist/, or www/dist-no-hidden/ with --no-hidden' },
-    grading: { type: 'boolean', default: false, needs: 'bwrap', help: 'also answer POST /grade with ./lab grade\'s sandboxed pool (www/EMBED.md)' },
+    grading: { type: 'boolean', default: false, needs: 'bwrap', help: 'also answer POST /grade with ./lab grade\'s sandboxed pool (www/page/EMBED.md)' },
     jobs: { type: 'string', value: 'N', parse: number({ int: true, min: 1, max: 64 }), default: 1, help: 'with --grading: submissions graded at once' },
     'per-client': { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), help: 'with --grading: places one client address may hold', defaultText: 'max(1, ceil(3 x jobs / 4))' },
     'secret-file': { type: 'string', value: 'FILE', help: 'with --grading: the secret hidden inputs are drawn from', defaultText: 'one of the process\'s own' },
@@ -212,7 +212,7 @@ export const WORKER = command({
     timeout: { type: 'string', value: 'S', parse: number({ min: 0.1 }), help: 'CPU seconds per submission', defaultText: 'the lab\'s limit, as ./lab grade' },
     'wall-factor': { type: 'string', value: 'K', parse: number({ min: 1 }), help: 'how many times its CPU limit a run may last on the clock', defaultText: 'as ./lab grade' },
     memory: { type: 'string', value: 'MB', parse: number({ int: true, min: 64 }), help: 'memory for one submission\'s Python', defaultText: 'as ./lab grade' },
-    'no-sandbox': { type: 'boolean', default: false, help: 'no bubblewrap, as ./lab grade --no-sandbox (www/cli/README.md)' },
+    'no-sandbox': { type: 'boolean', default: false, help: 'no bubblewrap, as ./lab grade --no-sandbox (www/grader/README.md)' },
     'health-port': { type: 'string', value: 'N', parse: number({ int: true, min: 0, max: 65535 }), help: 'answer GET /healthz and /metrics on this port' },
     'poll-ms': { type: 'string', value: 'MS', parse: number({ int: true, min: 10 }), default: 500, help: 'how often an idle worker asks the queue', hidden: true },
   },
@@ -302,6 +302,6 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     }
     process.exit(0);
   }
-  process.stderr.write('usage: node www/cli/commands.mjs help [COMMAND] | check COMMAND ARG... | route COMMAND ARG...\n');
+  process.stderr.write('usage: node www/grader/commands.mjs help [COMMAND] | check COMMAND ARG... | route COMMAND ARG...\n');
   process.exit(2);
 }

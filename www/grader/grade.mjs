@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // ./lab grade: grades learners' files again, where they cannot touch the grader.
-// Same engine, WASM grader, bridge.py and Pyodide as the page, hosted by Node:
+// Same engine, WASM grader, solution_runner.py and Pyodide as the page, hosted by Node:
 // the coordinator (this file, with pool.mjs) runs no learner code; sandbox.mjs
-// processes do. See www/cli/README.md.
+// processes do. See www/grader/README.md.
 import fs from 'node:fs';
 import path from 'node:path';
 import { firstLab } from '../host/engine.mjs';

@@ -267,7 +267,7 @@ export function problemsOf(run, list) {
 /** The list file for a run, keeping the reasons already written. */
 export function listFor(run, old) {
   return {
-    about: 'Mutants of this lab\'s reference.py that pass every test, each with why it cannot be told apart from the reference. Made by ./lab mutants --update (www/cli/mutation.mjs); ./lab test checks it against the current reference.',
+    about: 'Mutants of this lab\'s reference.py that pass every test, each with why it cannot be told apart from the reference. Made by ./lab mutants --update (www/grader/mutation.mjs); ./lab test checks it against the current reference.',
     tool: run.tool,
     reference_sha256: run.referenceSha256,
     mutants: run.total,

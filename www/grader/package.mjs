@@ -33,12 +33,12 @@ function parseArgs(argv) {
 }
 
 /** The grader's files under www/ (its runtime and nothing else): the CLI's pool and
- *  sandbox, the engine, the bridge, the built WASM grader, Pyodide. */
+ *  sandbox, the host (engine, Node host, solution runner), the built WASM grader, Pyodide. */
 const GRADER_FILES = [
-  'cli/platform.mjs', 'cli/pool.mjs', 'cli/output.mjs', 'cli/sandbox_command.mjs', 'cli/sandbox_procs.mjs',
-  'cli/spawner_client.mjs', 'cli/submissions.mjs', 'cli/frames.mjs', 'cli/jail.mjs', 'cli/procfs.mjs', 'cli/python.mjs',
-  'cli/wasm_memcap.mjs', 'cli/sandbox.mjs', 'cli/spawner.mjs', 'cli/grader_thread.mjs', 'cli/hidden.mjs', 'cli/args.mjs', 'cli/formats.mjs',
-  'src/engine.mjs', 'src/node_host.mjs', 'src/bridge.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
+  'grader/platform.mjs', 'grader/pool.mjs', 'grader/output.mjs', 'grader/sandbox_command.mjs', 'grader/sandbox_procs.mjs',
+  'grader/spawner_client.mjs', 'grader/submissions.mjs', 'grader/frames.mjs', 'grader/jail.mjs', 'grader/procfs.mjs', 'grader/python.mjs',
+  'grader/wasm_memcap.mjs', 'grader/sandbox.mjs', 'grader/spawner.mjs', 'grader/grader_thread.mjs', 'grader/hidden.mjs', 'grader/args.mjs', 'grader/formats.mjs',
+  'host/engine.mjs', 'host/node_host.mjs', 'host/solution_runner.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];
 const PYODIDE = 'node_modules/pyodide';
 /** Pyodide's files a grader never reads: source maps, type declarations, its demo pages. */

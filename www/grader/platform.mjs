@@ -40,7 +40,7 @@ import { loadGrader } from '../host/node_host.mjs';
 
 /** What a run needs besides grading, within a platform's deadline: start-up, the results file. */
 const DEADLINE_RESERVE_S = 8;
-/** The grader's own folder (a copy's, as ./lab package lays it out: cli/, src/, pkg/, node_modules/pyodide). */
+/** The grader's own folder (a copy's, as ./lab package lays it out: grader/, host/, pkg/, node_modules/pyodide). */
 const GRADER_ROOT = path.resolve(fileURLToPath(new URL('../', import.meta.url)));
 /** Written by package.mjs copyGrader: only a folder holding it is the entry's to lock down. */
 

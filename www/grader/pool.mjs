@@ -136,7 +136,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const problem = sandbox ? jailProblem() : '';
   if (problem) {
     throw new Error(`the grading sandbox does not work here: ${problem}. Install bubblewrap (Debian's \`bubblewrap\`) `
-      + 'and allow unprivileged user namespaces, or pass --no-sandbox to grade without it (see www/cli/README.md)');
+      + 'and allow unprivileged user namespaces, or pass --no-sandbox to grade without it (see www/grader/README.md)');
   }
   if (!sandbox) {
     // Without bubblewrap, under root, a uid of each sandbox's own and the rlimits are
@@ -147,7 +147,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     }
     warn(isRoot()
       ? '--no-sandbox: each submission still gets a fresh process, as a uid of its own with the rlimits, but no namespaces: it sees the machine\'s files, processes and network as any unprivileged user does'
-      : `--no-sandbox: each submission still gets a fresh process, but no namespaces, ${without ? 'no rlimits, ' : ''}and it runs as this same user (uid ${process.getuid?.()}), beside the grader's files and processes (see www/cli/README.md)`);
+      : `--no-sandbox: each submission still gets a fresh process, but no namespaces, ${without ? 'no rlimits, ' : ''}and it runs as this same user (uid ${process.getuid?.()}), beside the grader's files and processes (see www/grader/README.md)`);
   }
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-grade-'));

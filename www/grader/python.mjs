@@ -12,7 +12,7 @@ import { capWasmMemory } from './wasm_memcap.mjs';
 
 const WWW = new URL('../', import.meta.url);
 export const PYODIDE_DIR = new URL('node_modules/pyodide/', WWW).pathname;
-export const BRIDGE_FILE = new URL('src/bridge.py', WWW);
+export const BRIDGE_FILE = new URL('host/solution_runner.py', WWW);
 // What the snapshot has imported (the bridge's own imports, and the bridge).
 export const SNAPSHOT_IMPORTS = 'import json, linecache, math, sys, traceback, types, random, sqlite3';
 

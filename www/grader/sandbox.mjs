@@ -5,7 +5,7 @@
 // strings disabled and an empty environment.
 //
 // It holds no grader: no tests, no reference, no expected values. It runs the
-// learner's Python (Pyodide, restored from a memory snapshot, and bridge.py, as
+// learner's Python (Pyodide, restored from a memory snapshot, and solution_runner.py, as
 // the page does) and nothing else. Over its two pipes (frames.mjs) the coordinator
 // sends the source to load, then one learner call at a time; every operation the
 // call makes on its world (kv, provider, rng, clock, and each of the courier lab's

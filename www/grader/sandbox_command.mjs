@@ -12,8 +12,8 @@ export const SANDBOX = fileURLToPath(new URL('sandbox.mjs', import.meta.url));
 // What a sandbox may read: its own code, the bridge, Pyodide, the snapshot. Not the
 // grader (www/pkg): the sandbox holds no tests and no reference.
 export const SANDBOX_READS = [
-  `${WWW}cli/sandbox.mjs`, `${WWW}cli/frames.mjs`, `${WWW}cli/python.mjs`, `${WWW}cli/wasm_memcap.mjs`,
-  `${WWW}src/engine.mjs`, `${WWW}src/bridge.py`, `${WWW}node_modules/pyodide`,
+  `${WWW}grader/sandbox.mjs`, `${WWW}grader/frames.mjs`, `${WWW}grader/python.mjs`, `${WWW}grader/wasm_memcap.mjs`,
+  `${WWW}host/engine.mjs`, `${WWW}host/solution_runner.py`, `${WWW}node_modules/pyodide`,
 ];
 
 /**

@@ -1,6 +1,6 @@
 // A small static server for www/dist on 127.0.0.1.
-//   node serve.mjs [options]     the options: cli/commands.mjs SERVE (node serve.mjs --help),
-//                                the same table as ./lab serve's
+//   node grader/serve.mjs [options]   the options: commands.mjs SERVE (node grader/serve.mjs --help),
+//                                   the same table as ./lab serve's
 //
 // It serves the build it started with, and only that one: every file of the root is
 // read into memory at start, so a build made later in the same checkout (build.mjs
@@ -12,7 +12,7 @@
 // and WASM, and gzip for large compressible files. --port 0 picks a free port;
 // the first line printed is the URL.
 //
-// Embedding (www/EMBED.md): pages (.html) and embed.js are sent with
+// Embedding (www/page/EMBED.md): pages (.html) and embed.js are sent with
 // Cross-Origin-Resource-Policy: cross-origin, so a host page on another origin may
 // frame the lab even when the host itself is cross-origin isolated (COEP
 // require-corp); embed.js, a module script loaded cross-origin, also gets
@@ -23,7 +23,7 @@
 // --no-isolation leaves COOP/COEP out (a plain site, e.g. the example course page).
 //
 // --grading also answers POST /grade (JSON {lab, source[, seed]} in; the CLI's json
-// report out) with the CLI's sandboxed pool (cli/pool.mjs), --jobs N at a time, at
+// report out) with the CLI's sandboxed pool (grader/pool.mjs), --jobs N at a time, at
 // most 2×N more waiting (429 past that), each client address at most
 // --per-client N of those (default max(1, ceil(3×N / 4)); 429 past that), bodies up
 // to 64 KB (413) within 10 s (408), UTF-8 (400), JSON of that shape (400), known
@@ -51,6 +51,8 @@ import Ajv from 'ajv';
 import { SEED_MAX } from '../host/engine.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
+/** www/: the builds (dist*/, pkg/) are beside the rooms. */
+const WWW = path.dirname(HERE);
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -72,8 +74,8 @@ const MIME = {
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.wasm', '.map', '.svg', '.txt', '.py', '.md']);
 const GZIP_MIN_BYTES = 1024;
 
-/** The command line's table (cli/commands.mjs SERVE, shared with ./lab serve), as this script's. */
-const COMMAND = command({ ...SERVE, prog: 'node serve.mjs' });
+/** The command line's table (grader/commands.mjs SERVE, shared with ./lab serve), as this script's. */
+const COMMAND = command({ ...SERVE, prog: 'node grader/serve.mjs' });
 
 /** The command line as serve()'s options; throws an Error with .usage set on a bad one
  *  (.help on --help or -h). */
@@ -83,15 +85,15 @@ export function parseArgs(argv) {
   const v = r.values;
   if (v.hidden && v['no-hidden']) throw new UsageError('--hidden and --no-hidden: give one');
   const opts = {
-    port: v.port, root: v.root !== undefined ? path.resolve(v.root) : path.join(HERE, 'dist'), quiet: v.quiet, grading: v.grading,
+    port: v.port, root: v.root !== undefined ? path.resolve(v.root) : path.join(WWW, 'dist'), quiet: v.quiet, grading: v.grading,
     jobs: v.jobs, isolate: !v['no-isolation'], hosts: v.host, allowOrigins: v['allow-origin'],
   };
   // The build's mode it was asked for (build.json hidden); serve() refuses another.
   if (v.hidden) opts.hidden = true;
   if (v['no-hidden']) opts.hidden = false;
   // Each mode's build has its own folder (build.mjs).
-  if (opts.hidden === false && v.root === undefined) opts.root = path.join(HERE, 'dist-no-hidden');
-  // Hidden inputs drawn per submission (cli/hidden.mjs): from this secret (else one
+  if (opts.hidden === false && v.root === undefined) opts.root = path.join(WWW, 'dist-no-hidden');
+  // Hidden inputs drawn per submission (grader/hidden.mjs): from this secret (else one
   // of the process's own); aggregate: learners see only how many hidden tests passed.
   if (v['secret-file'] !== undefined) opts.secretFile = v['secret-file'];
   if (argv.some((a) => a === '--hidden-statuses' || a.startsWith('--hidden-statuses='))) opts.hiddenStatuses = v['hidden-statuses'];
@@ -103,7 +105,7 @@ export function parseArgs(argv) {
   return opts;
 }
 
-/** A --host NAME (cli/commands.mjs hostName), as a usage error. */
+/** A --host NAME (grader/commands.mjs hostName), as a usage error. */
 function checkHostName(name) {
   return hostName(name);
 }
@@ -196,7 +198,7 @@ async function knownLabs(root) {
     const labs = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).labs;
     if (Array.isArray(labs)) return labs;
   } catch { /* no build here: ask the Node grader */ }
-  const dir = path.join(HERE, 'pkg');
+  const dir = path.join(WWW, 'pkg');
   const js = path.join(dir, 'delivery_lab.js');
   const wasm = path.join(dir, 'delivery_lab_bg.wasm');
   if (!fs.existsSync(js) || !fs.existsSync(wasm)) return null;
@@ -456,14 +458,14 @@ const REQUESTS = Symbol('requests on this connection');
  *   maxHeaderSize?:number, maxConnections?:number,
  *   grading?: boolean | {pool?:object, jobs?:number, labs?:string[], maxBodyBytes?:number, maxWaiting?:number,
  *     perClient?:number, bodyTimeoutMs?:number, timeoutS?:number}}} opts
- * `grading: true` uses cli/pool.mjs; `{pool}` any object with grade() (the tests' fake).
+ * `grading: true` uses pool.mjs; `{pool}` any object with grade() (the tests' fake).
  * `buildWatchMs`: how often it looks at the root's build.json for a build made since
  * it started (watchBuild). Resolves also to `embedding()`: the origins it frames for
  * and those of the build now in the root.
  * `hosts` are the Host names served besides LOOPBACK_NAMES; `allowOrigins` the origins
  * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
-export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
+export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
   hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, ...limits } = {}) {
   const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
@@ -483,13 +485,13 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
 
   let grade = null;
   let pool = null;
-  let front = null; // with a queue (www/queue/front.mjs): POST /grade stores, ./lab worker grades
+  let front = null; // with a queue (www/grader/queue/front.mjs): POST /grade stores, ./lab worker grades
   // The grader's registry, loaded once, and each submission's hidden inputs, drawn
-  // from the secret and the submission (cli/hidden.mjs); the seed reaches no answer
+  // from the secret and the submission (hidden.mjs); the seed reaches no answer
   // (the learner's report). The queue's front is handed both.
   const graderAndHidden = async () => {
-    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'cli', 'hidden.mjs')).href);
-    const { loadGrader } = await import(pathToFileURL(path.join(HERE, 'src', 'node_host.mjs')).href);
+    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'hidden.mjs')).href);
+    const { loadGrader } = await import(pathToFileURL(path.join(WWW, 'host', 'node_host.mjs')).href);
     const registry = new (await loadGrader()).Grader();
     const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
     return { registry, hiddenOf: hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses, variantLabs }) };
@@ -507,8 +509,8 @@ export async function serve({ port = 8000, root = path.join(HERE, 'dist'), hidde
     const poolJobs = g.jobs ?? jobs;
     pool = g.pool;
     if (!pool) {
-      const poolFile = path.join(HERE, 'cli', 'pool.mjs');
-      if (!fs.existsSync(poolFile)) throw new Error('--grading needs www/cli/pool.mjs (the grading CLI\'s sandboxed pool)');
+      const poolFile = path.join(HERE, 'pool.mjs');
+      if (!fs.existsSync(poolFile)) throw new Error('--grading needs www/grader/pool.mjs (the grading CLI\'s sandboxed pool)');
       const { createGradingPool } = await import(pathToFileURL(poolFile).href);
       pool = createGradingPool({ jobs: poolJobs, ...(g.timeoutS ? { timeoutS: g.timeoutS } : {}) });
       await pool.ready;

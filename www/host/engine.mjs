@@ -1,9 +1,9 @@
 // The engine host: joins Pyodide (which runs the learner's Python through
-// bridge.py) to the grader (Rust compiled to WASM, which owns the tests, the
+// solution_runner.py) to the grader (Rust compiled to WASM, which owns the tests, the
 // world and the verdicts). The browser worker and the Node tests both use it, so
 // what the tests check is what the page runs.
 
-// Where bridge.py lives inside Pyodide's file system; importing it from a file
+// Where solution_runner.py lives (as the module delivery_lab_bridge) inside Pyodide's file system; importing it from a file
 // (rather than exec'ing a string) gives its frames a name we can recognise.
 const BRIDGE_DIR = '/delivery_lab';
 const BRIDGE_MODULE = 'delivery_lab_bridge';
@@ -37,7 +37,7 @@ function worldSlotOf(pyodide) {
 }
 
 /**
- * The bridge's entry points in `pyodide` (bridge.py imported from a file, once,
+ * The bridge's entry points in `pyodide` (solution_runner.py imported from a file, once,
  * with each lab's own Python side beside it: `labs`, [{id, bridge_py, store_py?}]
  * as the registry gives them): `useLab(id)`, `load(source, functionsJson, limitS)`,
  * `call(fnName, argsJson, world)`, `takeOutput()`, and a lab's store, `store(id)`,
@@ -49,7 +49,7 @@ function worldSlotOf(pyodide) {
  * its own.
  */
 export function bridgeOf(pyodide, bridgeSource, labs = [], { bindWorld = false } = {}) {
-  if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of bridge.py) is required');
+  if (!bridgeSource) throw new Error('bridgeOf: bridgeSource (the text of solution_runner.py) is required');
   pyodide.FS.mkdirTree(BRIDGE_DIR);
   pyodide.FS.writeFile(`${BRIDGE_DIR}/${BRIDGE_MODULE}.py`, bridgeSource);
   for (const lab of labs) {
@@ -166,7 +166,7 @@ export const firstLab = (grader) => JSON.parse(grader.labs())[0].id;
  * @param {object} o
  * @param {object} o.pyodide       a loaded Pyodide instance
  * @param {Function} o.Grader      the Grader class from pkg/delivery_lab.js (already init'ed)
- * @param {string} o.bridgeSource  the text of src/bridge.py
+ * @param {string} o.bridgeSource  the text of host/solution_runner.py
  * @param {string} [o.labId]
  */
 export function createEngine({ pyodide, Grader, bridgeSource, labId }) {

@@ -1,6 +1,6 @@
 // The engine in Node: Pyodide from node_modules, the grader from www/pkg. Used by
 // the bridge tests and the benchmark, so they exercise the same engine.mjs and
-// bridge.py as the browser worker.
+// solution_runner.py as the browser worker.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -12,7 +12,7 @@ export const paths = {
   pyodide: fileURLToPath(new URL('node_modules/pyodide/', WWW)),
   pkgJs: new URL('pkg/delivery_lab.js', WWW).href,
   pkgWasm: fileURLToPath(new URL('pkg/delivery_lab_bg.wasm', WWW)),
-  bridge: fileURLToPath(new URL('src/bridge.py', WWW)),
+  bridge: fileURLToPath(new URL('host/solution_runner.py', WWW)),
 };
 
 /** The grader's two files (its JS and its WASM) in `dir` (www/pkg by default). */

@@ -216,7 +216,7 @@ def _sendable(text):
 # Modules that lead from Python to JavaScript (the page, Node's process), the
 # network or the interpreter's memory. solution.py cannot import them; this is
 # the first wall only: the grading CLI also runs the interpreter in a sandboxed
-# process and judges its behaviour outside it (www/cli/README.md).
+# process and judges its behaviour outside it (www/grader/README.md).
 BLOCKED_MODULES = ("js", "pyodide_js", "pyodide", "_pyodide", "micropip", "pyodide_http",
                    "ctypes", "_ctypes")
 _alarms = []        # what the learner tried that the hardening refused

@@ -19,7 +19,7 @@ export function buildPage(root) {
 
 /** serve.mjs over `root` on a free port; resolves to {url, stop}. */
 export async function startServer(root) {
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['grader/serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
     child.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));

@@ -12,7 +12,7 @@
 // Attributes: lab, host-origin (default: this page's origin), instructions="hide".
 // The lab answers only if this page's origin is one the lab was built to allow
 // (build.mjs --allow-origin); host-origin can narrow that list, never widen it.
-// The protocol itself (version 1) is in www/EMBED.md.
+// The protocol itself (version 1) is in www/page/EMBED.md.
 
 const LAB_BASE = new URL('./', import.meta.url);
 const LAB_ORIGIN = LAB_BASE.origin;

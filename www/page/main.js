@@ -10,7 +10,7 @@ import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes
 import { loadLabGrader } from './grader_module.js';
 
 // ?embed: the compact layout for a host page's iframe, talking to the host by
-// postMessage (www/EMBED.md) if the build allows any origin (build.mjs --allow-origin);
+// postMessage (www/page/EMBED.md) if the build allows any origin (build.mjs --allow-origin);
 // ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…] narrows the build's origins
 // to those (it can never add one).
 const params = new URLSearchParams(location.search);
@@ -35,7 +35,7 @@ const state = {
 const hiddenOnServer = () => state.build?.hidden === false;
 
 // ---------------------------------------------------------------------------
-// Embedding: the postMessage API, version 1 (www/EMBED.md)
+// Embedding: the postMessage API, version 1 (www/page/EMBED.md)
 
 const PROTOCOL = { source: 'delivery-lab', version: 1 };
 const HOST_SOURCE = 'delivery-lab-host';

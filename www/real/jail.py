@@ -1,5 +1,5 @@
 """The real run's learner processes (workers, the webhook receiver, the fairness
-workers) in `./lab grade`'s sandbox (www/cli/jail.mjs, through jail_command.mjs):
+workers) in `./lab grade`'s sandbox (www/grader/jail.mjs, through jail_command.mjs):
 bubblewrap with no network (they reach PostgreSQL, the provider and the provider
 reaches the receiver through Unix sockets bound in), a read-only view of only the
 files they need, rlimits, and under root a uid of the run's own (jail.mjs's

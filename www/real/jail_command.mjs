@@ -1,4 +1,4 @@
-// ./lab grade's sandbox (www/cli/jail.mjs) for the real run's processes of learner
+// ./lab grade's sandbox (www/grader/jail.mjs) for the real run's processes of learner
 // code (www/real/jail.py): prints {problem, prefix, uid} as JSON, `prefix` being the
 // command line that goes before a program and its arguments, `problem` why the
 // sandbox does not work here ('' when it does), `uid` the run's own sandbox uid

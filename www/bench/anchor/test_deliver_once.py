@@ -34,7 +34,7 @@ SHRINK_BUDGET = 400  # candidate inputs tried while shrinking, as in differentia
 KINDS = ("critical", "normal", "bulk")
 
 
-# ---- The contract's objects (read-only, as in www/src/bridge.py) --------------------
+# ---- The contract's objects (read-only, as in www/host/solution_runner.py) --------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
-// The benchmark's anchor stays an honest grader (cli/anchor/README.md): through
+// The benchmark's anchor stays an honest grader (bench/anchor/README.md): through
 // benchPytest, the reference passes every one of lab 1's cases, and the starter and a
 // mutant of the bench's mix fail. Needs the project venv with pytest: ./lab test
 // makes it (need_venv) before it runs these tests.
-// Run: cd www && node --test cli/test/anchor.test.mjs
+// Run: cd www && node --test bench/test/anchor.test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,6 +1,6 @@
 // What the queue's front and its workers share: the tables next to pg-boss's, the
 // build id of the grader, the queue's name and options, and a few database helpers.
-// See www/queue/README.md.
+// See www/grader/queue/README.md.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import pg from 'pg';

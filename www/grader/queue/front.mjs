@@ -14,7 +14,7 @@
 // (createGradeHandler: Origin, Content-Type, 64 KB, 10 s, UTF-8, JSON, fields, lab),
 // through its `pool` seam; see README.md for the export that would replace the seam.
 //
-// Standalone (compose, the tests):  node www/queue/front.mjs --queue URL [--port N]
+// Standalone (compose, the tests):  node www/grader/queue/front.mjs --queue URL [--port N]
 //   [--host 0.0.0.0] [--secret-file F] [--hidden-statuses each|aggregate] [--max-wait S]
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -348,7 +348,7 @@ export async function startFront({ port = 8000, host = '127.0.0.1', ...opts }) {
 /** The front alone (the API, no page), as the container image runs it. */
 const FRONT = command({
   name: 'front',
-  prog: 'node www/queue/front.mjs',
+  prog: 'node www/grader/queue/front.mjs',
   synopsis: '--queue URL [options]',
   summary: 'The grading queue\'s front alone: POST /grade, GET /grade/ID, /healthz, /readyz, /metrics (./lab serve --grading --queue '
     + 'is the same front with the page).',

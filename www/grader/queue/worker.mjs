@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // A grading worker: takes submissions from the queue and grades them with the CLI's
-// sandboxed pool (cli/pool.mjs), on any machine that reaches the database.
+// sandboxed pool (grader/pool.mjs), on any machine that reaches the database.
 //
-//   node www/queue/worker.mjs --queue postgres://... [--jobs N] [--lease S] [--grace S]
+//   node www/grader/queue/worker.mjs --queue postgres://... [--jobs N] [--lease S] [--grace S]
 //        [--timeout S] [--wall-factor K] [--memory MB] [--no-sandbox] [--health-port N] [--poll-ms MS]
 //
 // Each of its N slots: take a job and lease its submission (one transaction), grade

@@ -1,8 +1,8 @@
-// The pipe between the coordinator and a sandbox is hostile input (www/cli/README.md,
+// The pipe between the coordinator and a sandbox is hostile input (www/grader/README.md,
 // "The channel"). A sandbox program that breaks the protocol on purpose
 // (fake_sandbox.mjs, run in sandbox.mjs's place inside the same walls) must end
 // its own submission with the exact outcome below, and the pool goes on grading.
-// Run: cd www && node --test cli/test/channel.test.mjs
+// Run: cd www && node --test grader/test/channel.test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';

@@ -2,7 +2,7 @@
 // grading thread's store), so the verdicts below come from what the store saw. A
 // file of its own, so that `./lab test` runs it beside grade.test.mjs (each full
 // courier run is about 30 s of CPU, and most of grade.test.mjs uses one core).
-// Run: cd www && node --test cli/test/courier.test.mjs   (needs www/pkg)
+// Run: cd www && node --test grader/test/courier.test.mjs   (needs www/pkg)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -16,7 +16,7 @@ import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
-const GRADE = path.join(WWW, 'cli/grade.mjs');
+const GRADE = path.join(WWW, 'grader/grade.mjs');
 
 function write(dir, name, text) {
   fs.writeFileSync(path.join(dir, name), text);

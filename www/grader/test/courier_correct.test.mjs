@@ -4,7 +4,7 @@
 // 64 MB and be reported as interfering); a duplicate webhook that returns with its
 // transaction open stops the chaos run naming the call; INSERT OR IGNORE, which the
 // real run's PostgreSQL refuses, fails naming the portable form.
-// Run: node --test www/cli/test/courier_correct.test.mjs   (needs www/pkg)
+// Run: node --test www/grader/test/courier_correct.test.mjs   (needs www/pkg)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -17,7 +17,7 @@ import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
-const GRADE = path.join(WWW, 'cli/grade.mjs');
+const GRADE = path.join(WWW, 'grader/grade.mjs');
 const REF = fs.readFileSync(path.join(WWW, '../src/courier/reference.py'), 'utf8');
 const CHAOS = 'chaos run: 2,000 actions, 200 kills, a database restart';
 

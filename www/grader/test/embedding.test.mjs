@@ -1,8 +1,8 @@
-// Embedding as www/EMBED.md documents it: the headers serve.mjs sends are the ones
+// Embedding as www/page/EMBED.md documents it: the headers serve.mjs sends are the ones
 // its table lists (frame-ancestors with the served build's origins included), and a
 // running server told of a build with other origins says to restart, while it keeps
 // serving, and framing for, the build it started with.
-// Run: cd www && node --test cli/test/embedding.test.mjs   (no build needed)
+// Run: cd www && node --test grader/test/embedding.test.mjs   (no build needed)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -38,7 +38,7 @@ const canonical = (h) => h.replace(/(^|-)([a-z])/g, (m) => m.toUpperCase());
 
 /** EMBED.md's table "What the lab's server sends": response -> its headers cell. */
 function documented() {
-  const md = fs.readFileSync(path.join(WWW, 'EMBED.md'), 'utf8');
+  const md = fs.readFileSync(path.join(WWW, 'page', 'EMBED.md'), 'utf8');
   const at = md.indexOf('### What the lab\'s server sends');
   assert.ok(at > 0);
   const lines = md.slice(at).split('\n');

@@ -1,6 +1,6 @@
 // The staff's output of ./lab grade: the one list of formats, csv, junit, the text
 // format's roll-up table, the progress bar, the summary's time and the replay hint.
-// Run: cd www && node --test cli/test/formats.test.mjs   (needs www/pkg; the XML is
+// Run: cd www && node --test grader/test/formats.test.mjs   (needs www/pkg; the XML is
 // parsed by CPython's expat, the bar drawn on a pty by util-linux's script)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +18,7 @@ import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
-const GRADE = path.join(WWW, 'cli/grade.mjs');
+const GRADE = path.join(WWW, 'grader/grade.mjs');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-formats-test-'));
 fs.chmodSync(TMP, 0o755); // the sandbox probe runs as a sandbox uid (or nobody)
 const DIR = path.join(TMP, 'class');
@@ -110,7 +110,7 @@ test('one list of report formats: the pool\'s, the platforms\' and the engine\'s
       assert.deepEqual(m[1].replace(' or ', ', ').split(', '), [...ENGINE_FORMATS], 'the engine\'s list is formats.mjs\'s');
     }
   });
-  // (No other file lists them: www/cli/test/help.test.mjs checks grade's help names each.)
+  // (No other file lists them: www/grader/test/help.test.mjs checks grade's help names each.)
 });
 
 test('--format csv: a header and one row per file, six columns, the json lines\' figures and failed tests', LIMIT, async () => {

@@ -1,7 +1,7 @@
 // The grading CLI: statuses, formats, exit codes, the hostile suite (each hostile
 // submission graded in one batch between correct and wrong ones, which must still
 // pass and fail), and the page-vs-CLI identical report.
-// Run: cd www && node --test cli/test/   (needs www/pkg; the page test needs /usr/bin/chromium)
+// Run: cd www && node --test grader/test/   (needs www/pkg; the page test needs /usr/bin/chromium)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
@@ -21,8 +21,8 @@ import { descendants } from '../procfs.mjs';
 noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
-const GRADE = path.join(WWW, 'cli/grade.mjs');
-const HOSTILE = path.join(WWW, 'cli/test/hostile');
+const GRADE = path.join(WWW, 'grader/grade.mjs');
+const HOSTILE = path.join(WWW, 'grader/test/hostile');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-test-'));
 fs.chmodSync(TMP, 0o755); // the sandbox probe runs as a sandbox uid (or nobody)
 const LIMIT = { timeout: 150_000 };
@@ -295,7 +295,7 @@ test('the page and the CLI give the same report for the same source and seed', L
   const { chromium } = await import('playwright-core');
   const root = path.join(TMP, 'site');
   execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', root], { cwd: WWW, stdio: 'ignore' });
-  const server = spawn(process.execPath, ['serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn(process.execPath, ['grader/serve.mjs', '--port', '0', '--root', root], { cwd: WWW, stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve, reject) => {
     server.once('exit', (code) => reject(new Error(`serve.mjs exited with ${code}`)));
     server.stdout.once('data', (d) => resolve(d.toString().split('\n')[0].trim()));

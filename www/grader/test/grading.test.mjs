@@ -9,13 +9,13 @@
 //    its Host names (421), POST /grade only from its own origin, no Origin, or an
 //    allowed one (403, CORS), a client that disconnects frees its slot and its job at
 //    once, each client address has a bounded share of the queue (429), slow headers
-//    and bodies time out (408), malformed requests get 4xx. (test/serve-fuzz.test.mjs
+//    and bodies time out (408), malformed requests get 4xx. (grader/test/serve-fuzz.test.mjs
 //    sends it a few thousand hostile requests.)
 // The HTTP tests run against a FAKE pool (the same engine in Node, from www/pkg with
 // the hidden tests, one grade at a time: see fakePool below) so they test the
-// server's behaviour on their own; the tests marked "real pool" use www/cli/pool.mjs,
+// server's behaviour on their own; the tests marked "real pool" use www/grader/pool.mjs,
 // the grading CLI's sandboxed pool, and are skipped while it does not exist.
-// Run: node --test test/grading.test.mjs   (builds the no-hidden grader with cargo)
+// Run: node --test grader/test/grading.test.mjs   (builds the no-hidden grader with cargo)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -113,11 +113,11 @@ function post(url, body, headers = { 'Content-Type': 'application/json' }, { met
 }
 
 // ---------------------------------------------------------------------------
-// The fake pool: the API of www/cli/pool.mjs (grade({lab, source, seed}) → the CLI's
+// The fake pool: the API of www/grader/pool.mjs (grade({lab, source, seed}) → the CLI's
 // json line, with file: null), graded one at a time by the engine in Node with the
 // full grader (www/pkg, hidden tests included), plus an optional delay per job.
 
-/** The CLI's json line for a report (the shape of cli/pool.mjs's jsonLine, file null). */
+/** The CLI's json line for a report (the shape of grader/pool.mjs's jsonLine, file null). */
 function cliLine(report) {
   return {
     file: null, lab: report.lab, status: report.status, passed: report.passed, failed: report.failed,
@@ -189,7 +189,7 @@ after(async () => {
   }
   fs.rmSync(ROOT, { recursive: true, force: true });
   fs.rmSync(PLAIN, { recursive: true, force: true });
-  // cli/pool.mjs's close() kills each sandbox's `unshare`, but the node under it
+  // grader/pool.mjs's close() kills each sandbox's `unshare`, but the node under it
   // (after setpriv) can outlive it and keep its IPC channel, and so this process,
   // open: end it once the results are out.
   if (usedRealPool) setTimeout(() => process.exit(), 2000).unref();
@@ -429,7 +429,7 @@ test('real pool: a burst of 50 concurrent submissions, each graded or 429', LIMI
 
 // Issue 28: a submission that passes or fails each hidden test on one bit of its
 // task key reads the keys out of the server's answers. The server draws each
-// submission's hidden inputs from its secret and the submission (cli/hidden.mjs), so
+// submission's hidden inputs from its secret and the submission (grader/hidden.mjs), so
 // another submission reads other bits; the same file, the same ones; no answer
 // carries the hidden seed. (The secret is a file here, so the outcome is fixed.)
 const LEAKER = REFERENCE
@@ -469,7 +469,7 @@ test('real pool: each submission\'s hidden inputs are drawn from the server\'s s
 
 // ---------------------------------------------------------------------------
 // Whom the server serves, and how it holds up. No build: PLAIN and a fake pool that
-// honours cli/pool.mjs's contract exactly: grade({lab, source, seed, format, signal})
+// honours grader/pool.mjs's contract exactly: grade({lab, source, seed, format, signal})
 // → the json line; when `signal` aborts, a waiting job leaves the queue and a running
 // one is stopped at once, and the promise rejects with an Error named AbortError.
 // Here a job runs until release() (or `ms`), `jobs` at a time; `log` says what

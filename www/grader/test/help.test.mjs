@@ -6,7 +6,7 @@
 // keep their inode and mtime, and ./lab runs with a PATH whose cargo, rustup, npm,
 // apt-get, sudo, pip and wasm-bindgen are fakes that leave a mark when run (node is
 // the real one: the help is made by it).
-// Run: cd www && node --test cli/test/help.test.mjs   (no build needed)
+// Run: cd www && node --test grader/test/help.test.mjs   (no build needed)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -103,9 +103,9 @@ test('./lab COMMAND --help: the command\'s usage and every option of its table, 
 });
 
 test('the Node scripts\' own --help: the same tables, exit 0', LIMIT, () => {
-  for (const [script, name, prog] of [['cli/grade.mjs', 'grade', './lab grade'], ['cli/package.mjs', 'package', './lab package'],
-    ['serve.mjs', 'serve', 'node serve.mjs'], ['cli/platform.mjs', null, 'node platform.mjs'], ['build.mjs', 'build', './lab build'],
-    ['cli/mutation.mjs', 'mutants', './lab mutants'], ['bench.mjs', 'bench', './lab bench']]) {
+  for (const [script, name, prog] of [['grader/grade.mjs', 'grade', './lab grade'], ['grader/package.mjs', 'package', './lab package'],
+    ['grader/serve.mjs', 'serve', 'node grader/serve.mjs'], ['grader/platform.mjs', null, 'node platform.mjs'], ['build.mjs', 'build', './lab build'],
+    ['grader/mutation.mjs', 'mutants', './lab mutants'], ['bench/page.mjs', 'bench', './lab bench']]) {
     const r = spawnSync(process.execPath, [script, '--help'], { cwd: WWW, encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 0, `${script}: ${r.stderr}`);
     assert.ok(r.stdout.startsWith(`usage: ${prog} `), `${script}:\n${r.stdout}`);
@@ -156,7 +156,7 @@ test('a command line the table refuses: exit 2, what is wrong and where the opti
 
 test('the serve command line routes its build options to the build, and --grading to bubblewrap', () => {
   const route = (args) => {
-    const r = spawnSync(process.execPath, ['cli/commands.mjs', 'route', 'serve', ...args], { cwd: WWW, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['grader/commands.mjs', 'route', 'serve', ...args], { cwd: WWW, encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const out = r.stdout.split('\0').slice(0, -1);
     return Array.from({ length: out.length / 2 }, (_, i) => `${out[2 * i]} ${out[2 * i + 1]}`);

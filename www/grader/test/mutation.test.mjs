@@ -1,7 +1,7 @@
-// Mutation testing (cli/mutation.mjs, ./lab mutants): every lab has its list of
+// Mutation testing (grader/mutation.mjs, ./lab mutants): every lab has its list of
 // equivalent mutants, made for its current reference.py, each with a reason; and
 // lab 1's run, redone here with cosmic-ray, kills every mutant that is not listed.
-// Run: node --test cli/test/mutation.test.mjs   (needs www/pkg and .venv: ./lab test)
+// Run: node --test grader/test/mutation.test.mjs   (needs www/pkg and .venv: ./lab test)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadGrader } from '../../host/node_host.mjs';

@@ -12,7 +12,7 @@
 // Node's permission model lets through); the same attempts from a process behind
 // the uid wall alone, without Node's permission model; and an entry not run as
 // root without bubblewrap refuses.
-// Run: cd www && node --test cli/test/platforms.test.mjs   (needs www/pkg: ./lab build;
+// Run: cd www && node --test grader/test/platforms.test.mjs   (needs www/pkg: ./lab build;
 // the wall tests need root, as CI runs them)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -222,12 +222,12 @@ function assertWalled(found, { since, grader, resultsFile, cwds, stdout, wall })
   // The results: the grader's file, alone in a folder of root's.
   const resultsDir = path.dirname(resultsFile);
   assert.deepEqual(fs.readdirSync(resultsDir), [path.basename(resultsFile)]);
-  for (const [f, mask] of [[resultsDir, 0o022], [resultsFile, 0o022], [path.join(grader, 'pkg', 'delivery_lab_bg.wasm'), 0o077], [path.join(grader, 'cli', 'pool.mjs'), 0o077]]) {
+  for (const [f, mask] of [[resultsDir, 0o022], [resultsFile, 0o022], [path.join(grader, 'pkg', 'delivery_lab_bg.wasm'), 0o077], [path.join(grader, 'grader', 'pool.mjs'), 0o077]]) {
     const st = fs.statSync(f);
     assert.deepEqual([st.uid, (st.mode & mask).toString(8)], [0, '0'], `${f}: root's, mode ${(st.mode & 0o7777).toString(8)}`);
   }
   // What a sandbox reads stays readable.
-  for (const f of ['cli/sandbox.mjs', 'src/bridge.py']) assert.ok(fs.statSync(path.join(grader, f)).mode & 0o004, f);
+  for (const f of ['grader/sandbox.mjs', 'host/solution_runner.py']) assert.ok(fs.statSync(path.join(grader, f)).mode & 0o004, f);
 }
 
 const copy = (from, to) => fs.cpSync(from, to, { recursive: true });
@@ -574,13 +574,13 @@ test('the uid wall alone, without Node\'s permission model, keeps a sandbox from
     unreadable: {
       'the hidden data (grader/pkg/delivery_lab_bg.wasm)': path.join(grader, 'pkg', 'delivery_lab_bg.wasm'),
       'grader/pkg/delivery_lab.js': path.join(grader, 'pkg', 'delivery_lab.js'),
-      'grader/cli/pool.mjs': path.join(grader, 'cli', 'pool.mjs'),
+      'grader/grader/pool.mjs': path.join(grader, 'grader', 'pool.mjs'),
       'source/setup.sh': path.join(ag, 'source', 'setup.sh'),
       'submission_metadata.json': path.join(ag, 'submission_metadata.json'),
     },
     readable: {
-      'grader/cli/sandbox.mjs': path.join(grader, 'cli', 'sandbox.mjs'),
-      'grader/src/bridge.py': path.join(grader, 'src', 'bridge.py'),
+      'grader/grader/sandbox.mjs': path.join(grader, 'grader', 'sandbox.mjs'),
+      'grader/host/solution_runner.py': path.join(grader, 'host', 'solution_runner.py'),
       'Pyodide\'s package.json': path.join(grader, 'node_modules', 'pyodide', 'package.json'),
     },
     pkg: path.join(grader, 'pkg'),

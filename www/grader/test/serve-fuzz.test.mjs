@@ -9,7 +9,7 @@
 // answers 200, a good POST /grade still grades, no slot is held, and the process is
 // alive. The requests come from a seeded PRNG: SERVE_FUZZ_SEED=N replays a run.
 // Only Node's own modules: it needs no build and no npm packages.
-// Run: node --test test/serve-fuzz.test.mjs   (about 15 s)
+// Run: node --test grader/test/serve-fuzz.test.mjs   (about 15 s)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -50,14 +50,14 @@ function prng(seed) {
 
 // ---------------------------------------------------------------------------
 // The server under test: serve.mjs's serve() and parseArgs() with a fake grading pool
-// that honours cli/pool.mjs's contract (grade({lab, source, seed, format, signal}) →
+// that honours grader/pool.mjs's contract (grade({lab, source, seed, format, signal}) →
 // the CLI's json line; an aborted job leaves the queue or is stopped at once, and
 // its promise rejects with an AbortError), 2 jobs at a time, a source containing
 // SLOW taking 400 ms. Written to a temp dir at run time: under test/ the runner
 // would take it for a test file. No uncaughtException handler: a throw kills it.
 
 const CHILD = `
-import { serve, parseArgs } from ${JSON.stringify(pathToFileURL(path.join(WWW, 'serve.mjs')).href)};
+import { serve, parseArgs } from ${JSON.stringify(pathToFileURL(path.join(WWW, 'grader', 'serve.mjs')).href)};
 const LIMITS = ${JSON.stringify(LIMITS)};
 const waiting = [];
 const running = new Set();
@@ -461,9 +461,9 @@ test(`serve.mjs --grading stays up under ${BATCHES * PER_BATCH} hostile requests
   assert.doesNotMatch(stderr, /internal error|failed/, stderr);
 });
 
-test('node serve.mjs itself: the requests that crashed it, and bad flags', { timeout: 20_000 }, async () => {
+test('node grader/serve.mjs itself: the requests that crashed it, and bad flags', { timeout: 20_000 }, async () => {
   // The command line as users run it (no grading: the static side is what crashed).
-  const { c, ready } = startChild(path.join(WWW, 'serve.mjs'), ['--port', '0', '--root', ROOT, '--host=lab.example']);
+  const { c, ready } = startChild(path.join(WWW, 'grader', 'serve.mjs'), ['--port', '0', '--root', ROOT, '--host=lab.example']);
   const saved = port;
   try {
     port = await ready;
@@ -483,7 +483,7 @@ test('node serve.mjs itself: the requests that crashed it, and bad flags', { tim
   // Refused at the start, with the usage: exit 2.
   for (const args of [['--host', 'a b'], ['--host', 'evil.example/x'], ['--allow-origin', '*'], ['--allow-origin', 'https://course.example/path'],
     ['--allow-origin'], ['--per-client', '0'], ['--bogus']]) {
-    const p = spawn(process.execPath, ['serve.mjs', '--root', ROOT, '--port', '0', ...args], { cwd: WWW, stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(process.execPath, ['grader/serve.mjs', '--root', ROOT, '--port', '0', ...args], { cwd: WWW, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     p.stderr.on('data', (d) => { err += d; });
     const code = await new Promise((resolve) => p.once('exit', resolve));

@@ -6,7 +6,7 @@
 // and a pool whose sandboxes fail to start retries with backoff, refuses meanwhile
 // with a typed error (503 + Retry-After from the server), and grades again once the
 // cause is gone.
-// Run: cd www && node --test cli/test/uids.test.mjs   (the uid tests need root, as CI runs)
+// Run: cd www && node --test grader/test/uids.test.mjs   (the uid tests need root, as CI runs)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -25,7 +25,7 @@ import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 noProcessLeftAfterTests();
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
-const GRADE = path.join(WWW, 'cli/grade.mjs');
+const GRADE = path.join(WWW, 'grader/grade.mjs');
 const FAKE = fileURLToPath(new URL('../fixtures/fake_sandbox.mjs', import.meta.url));
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-uids-test-'));
 fs.chmodSync(TMP, 0o755); // its probes run as sandbox uids
@@ -88,7 +88,7 @@ async function aliveOf(uids, ms = 5000) {
 /** The sandboxes' Node processes under this test process (the pools' ready spares). */
 const sandboxProcesses = () => descendants(process.pid).filter((p) => {
   const argv = commandOf(p).split('\0');
-  const i = argv.indexOf(path.join(WWW, 'cli/sandbox.mjs'));
+  const i = argv.indexOf(path.join(WWW, 'grader/sandbox.mjs'));
   return argv[0] === process.execPath && i > 0 && /^\d+$/.test(argv[i + 1] ?? '');
 });
 

@@ -1,6 +1,6 @@
 // The engine host in Node: the real Pyodide and the real grader (www/pkg), joined
-// by src/engine.mjs and src/bridge.py exactly as in the browser worker.
-// Run: node --test test/bridge.test.mjs   (needs www/pkg: scripts/build-wasm.sh)
+// by host/engine.mjs and host/solution_runner.py exactly as in the browser worker.
+// Run: node --test host/test/bridge.test.mjs   (needs www/pkg: scripts/build-wasm.sh)
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -318,7 +318,7 @@ test('each lab\'s world object answers exactly the operations its registry entry
 // The grader's operations on a lab's database take the solution's `store`, never
 // its `call`: a host that offers no store for such a lab is refused before any call.
 test('a lab that keeps a database is graded only through a solution with a store method', async () => {
-  const { loadGrader } = await import('../src/node_host.mjs');
+  const { loadGrader } = await import('../node_host.mjs');
   const grader = new (await loadGrader()).Grader();
   const asked = [];
   const solution = { call: (fn) => { asked.push(fn); return JSON.stringify({ ok: null }); } };

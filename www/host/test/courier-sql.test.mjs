@@ -4,7 +4,7 @@
 // whatever the learner's code does with the exception. And a call's end: a
 // transaction left open by a return is a typed failure, one left by a raise is
 // rolled back quietly (the raise is the call's error).
-// Run: node --test test/courier-sql.test.mjs
+// Run: node --test host/test/courier-sql.test.mjs
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

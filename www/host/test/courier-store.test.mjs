@@ -4,7 +4,7 @@
 // sandbox and the store (the grading CLI's remote port: JSON text) arrives as it
 // left. The grader's own operations on the store take a path of their own, which
 // no learner call can take.
-// Run: node --test test/courier-store.test.mjs
+// Run: node --test host/test/courier-store.test.mjs
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

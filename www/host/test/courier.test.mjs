@@ -3,7 +3,7 @@
 // and the fairness run. The reference passes everything; the starter does not;
 // every wrong solution in src/courier/mutants.py fails the test the catalogue
 // names for it.
-// Run: node --test test/courier.test.mjs   (needs www/pkg: ./lab build)
+// Run: node --test host/test/courier.test.mjs   (needs www/pkg: ./lab build)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -4,7 +4,7 @@
 // results reached and a failing example's details opened with the keyboard alone;
 // every region that scrolls is reached by Tab and scrolled by keys; focus is visible
 // at every tab stop; the result is said once per run by the page's one live region.
-// Run: node --test test/a11y.test.mjs   (builds its own dist/ from www/pkg; needs /usr/bin/chromium)
+// Run: node --test page/test/a11y.test.mjs   (builds its own dist/ from www/pkg; needs /usr/bin/chromium)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

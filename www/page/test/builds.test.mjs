@@ -13,7 +13,7 @@
 //    after a full pass, offers no comparison (Chromium), where the other offers it.
 // Fast: the page builds are build.mjs --no-wasm (esbuild and copies, a few seconds);
 // cargo runs only when target/pkg-no-hidden is missing or carries a reference.
-// Run: node --test test/builds.test.mjs   (needs www/pkg: ./lab build)
+// Run: node --test page/test/builds.test.mjs   (needs www/pkg: ./lab build)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -50,9 +50,9 @@ function walk(dir) {
     ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
 }
 
-/** node serve.mjs ARGS in a child; resolves to {url, child} once it listens, rejects with its stderr if it exits. */
+/** node grader/serve.mjs ARGS in a child; resolves to {url, child} once it listens, rejects with its stderr if it exits. */
 function startServer(args) {
-  const child = spawn(process.execPath, ['serve.mjs', '--port', '0', ...args], { cwd: WWW, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['grader/serve.mjs', '--port', '0', ...args], { cwd: WWW, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   child.once('exit', () => children.delete(child));
   let err = '';
@@ -99,7 +99,7 @@ async function served(url, labs) {
 // ---------------------------------------------------------------------------
 // Each lab's reference solution: the lines of its reference.py the page has no other
 // reason to carry (not in its starter, its text, its bridge or its rule texts, nor in
-// www/src).
+// www/page or www/host).
 
 function labModules() {
   const list = fs.readFileSync(path.join(REPO, 'src', 'labs.rs'), 'utf8');
@@ -113,7 +113,8 @@ function referenceNeedles({ module }) {
   // reference shares with those is no sign of the reference).
   const rust = fs.readdirSync(dir).filter((f) => f.endsWith('.rs'));
   const open = ['starter.py', 'lab.md', 'bridge.py', 'learner_side.py', 'db_store.py', ...rust].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
-    .concat(walk(path.join(WWW, 'src')))
+    // The page's and the host's own files (their tests aside): every build carries them.
+    .concat(['page', 'host'].flatMap((room) => walk(path.join(WWW, room)).filter((f) => !f.includes(`${path.sep}test${path.sep}`))))
     // Rust's string literals as the engine holds them.
     .map((f) => (f.endsWith('.rs') ? fs.readFileSync(f, 'utf8').replace(/\\(["\\])/g, '$1') : fs.readFileSync(f, 'utf8'))).join('\n');
   const lines = fs.readFileSync(path.join(dir, 'reference.py'), 'utf8').split('\n').map((l) => l.trim());

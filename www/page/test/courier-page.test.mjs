@@ -2,7 +2,7 @@
 // reference passes every test including the chaos and fairness runs, within the
 // lab's 20 s limit (not stopped: a run stops when it makes no progress, runner.js); the
 // starter fails readably, and the system runs' tables show.
-// Run: node --test test/courier-page.test.mjs   (builds dist/ first; needs www/pkg)
+// Run: node --test page/test/courier-page.test.mjs   (builds dist/ first; needs www/pkg)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -56,7 +56,7 @@ test('the reference passes every test in the browser, chaos and fairness include
   const { ms, stopped } = await page.evaluate(() => window.deliveryLab.lastRun);
   console.log(`courier full run in the page's worker: ${ms} ms`);
   // Not a race with the clock: the page stops a run that makes no progress, and a
-  // loaded machine's slow run that does is not stopped (src/runner.js; measured here:
+  // loaded machine's slow run that does is not stopped (page/runner.js; measured here:
   // 4.7 s idle, 17.8 s beside a real run and its tests).
   assert.equal(stopped, null, `stopped after ${ms} ms`);
   const chaos = page.locator('[data-test^="chaos run"]');

@@ -1,5 +1,5 @@
 // End to end: the built page (dist/) in Debian's Chromium, served by serve.mjs.
-// Run: node --test test/e2e.test.mjs   (builds dist/ first; needs www/pkg and /usr/bin/chromium)
+// Run: node --test page/test/e2e.test.mjs   (builds dist/ first; needs www/pkg and /usr/bin/chromium)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,11 +1,11 @@
-// Embedding, end to end in Debian's Chromium: the example course page (www/examples),
+// Embedding, end to end in Debian's Chromium: the example course page (www/page/examples),
 // served on another origin (another port), embeds the lab with the web component and
 // with a plain iframe, sets code, runs it and gets a `result` whose figures match
 // the lab's own report; `resize` follows the results. Whom the lab trusts is set by
 // the build (--allow-origin): a page on any other origin is ignored and hears
 // nothing, host-origin only narrows the list, and a build without the list has no
 // postMessage API at all. build.mjs refuses an origin that is not one.
-// Run: node --test test/embed.test.mjs   (needs www/pkg and /usr/bin/chromium)
+// Run: node --test page/test/embed.test.mjs   (needs www/pkg and /usr/bin/chromium)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -75,8 +75,8 @@ const HOST_PAGE = `<!doctype html><meta charset="utf-8"><title>a host page</titl
 before(async () => {
   fs.writeFileSync(path.join(HOSTS_ROOT, 'index.html'), HOST_PAGE);
   // The hosts first: the lab's build names their origins.
-  course = await serve({ port: 0, root: path.join(WWW, 'examples'), quiet: true, isolate: false });
-  isolatedCourse = await serve({ port: 0, root: path.join(WWW, 'examples'), quiet: true, isolate: true });
+  course = await serve({ port: 0, root: path.join(WWW, 'page', 'examples'), quiet: true, isolate: false });
+  isolatedCourse = await serve({ port: 0, root: path.join(WWW, 'page', 'examples'), quiet: true, isolate: true });
   hostA = await serve({ port: 0, root: HOSTS_ROOT, quiet: true, isolate: false });
   stranger = await serve({ port: 0, root: HOSTS_ROOT, quiet: true, isolate: false });
   servers.push(course, isolatedCourse, hostA, stranger);

@@ -1,18 +1,18 @@
-// The page's runner (src/runner.js): what stops a run is no progress, not a slow
+// The page's runner (page/runner.js): what stops a run is no progress, not a slow
 // machine. A run whose learner code never returns is stopped at the lab's limit with
 // the loop message; a run that keeps returning calls, however slowly, goes on past
 // that limit, and is stopped only at the cap, with a message that says slow, never
 // endless. First with a scripted worker on a clock the test drives (exact moments),
 // then with the real engine (Pyodide and lab 1's grader) in a worker thread, each
 // call slowed by the worker's test hook.
-// Run: node --test test/runner.test.mjs   (needs www/pkg: ./lab build)
+// Run: node --test page/test/runner.test.mjs   (needs www/pkg: ./lab build)
 import { test, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { Runner, withProgress, stopMessage } from '../runner.js';
 
-// In a worker thread this file is the page's grading worker (src/worker.js's run, on
+// In a worker thread this file is the page's grading worker (page/worker.js's run, on
 // Node): the real engine, its grader counted by withProgress, messages as the page's.
 if (!isMainThread) {
   const { loadGrader, paths } = await import('../../host/node_host.mjs');

@@ -1,9 +1,9 @@
-// The worker's memory snapshot (src/snapshot.js) in Chromium, both labs, one
+// The worker's memory snapshot (page/snapshot.js) in Chromium, both labs, one
 // profile (one origin, so both labs' snapshots share the cache): the first visit
 // boots Python and stores a snapshot, the next restores from it and grades
 // identically, and a snapshot that is damaged, another lab's or stale is not
 // restored: the page boots instead, still works, and stores a good one.
-// Run: node --test test/snapshot.test.mjs   (builds its own copy of dist/ from www/pkg)
+// Run: node --test page/test/snapshot.test.mjs   (builds its own copy of dist/ from www/pkg)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -3,7 +3,7 @@
 // timeout and webhook is the one the bare provider gives for the same seed and
 // times: the HTTP layer adds no behaviour of its own. And it stays up for bad
 // requests, and keeps an append-only log on disk.
-// Run: node --test test/real-provider.test.mjs   (needs www/pkg)
+// Run: node --test real/test/provider.test.mjs   (needs www/pkg)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,6 +1,6 @@
 // The deployment files of docs/deploy.md, checked as far as this machine allows:
 // - deploy/compose.yaml parses (the `yaml` package) into the services expected, each
-//   worker and front command a real entry of www/queue with options it accepts;
+//   worker and front command a real entry of www/grader/queue with options it accepts;
 // - deploy/k8s.yaml: every document validated against the Kubernetes OpenAPI schema
 //   by `kubernetes-models` (its JSON schemas, ajv), then the structural promises
 //   (worker resource limits, the HPA on the workers scaled by the queue depth);
@@ -20,7 +20,7 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DEPLOY = path.resolve(HERE, '..', 'deploy');
-const ROOT = path.resolve(HERE, '..', '..', '..');
+const ROOT = path.resolve(HERE, '..', '..', '..', '..');
 
 /** A worker/front command line is accepted by its entry (--help after the options would
  *  exit 0; an unknown option exits 2): run the entry's argument parser on it. */

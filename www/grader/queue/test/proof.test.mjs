@@ -6,8 +6,8 @@
 // `./lab grade --format json` makes for the same file, seed and hidden seed (duration
 // and the staff-only fields aside).
 //
-//   node --test www/queue/test/proof.test.mjs
-//   QUEUE_PROOF_N=300 QUEUE_PROOF_SEED=7 node --test www/queue/test/proof.test.mjs
+//   node --test www/grader/queue/test/proof.test.mjs
+//   QUEUE_PROOF_N=300 QUEUE_PROOF_SEED=7 node --test www/grader/queue/test/proof.test.mjs
 //
 // QUEUE_PROOF_N: submissions (default 60, about 3 min on the shared 2-core machine;
 // 300, the issue's figure, took about N min: README.md). The kills and the
@@ -28,7 +28,7 @@ import { jailProblem } from '../../jail.mjs';
 import { buildId } from '../common.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const WWW = path.resolve(HERE, '..', '..');
+const WWW = path.resolve(HERE, '..', '..', '..');
 const N = Number(process.env.QUEUE_PROOF_N || 60);
 const SEED = Number(process.env.QUEUE_PROOF_SEED || 31);
 const WORKERS = 3;
@@ -67,7 +67,7 @@ async function corpus(n) {
     ['syntax', 'def deliver_once(task, provider, kv, policy)\n    return "sent"\n'],
     ['import-js', 'import js\n'],
   ];
-  const hostileDir = path.join(WWW, 'cli', 'test', 'hostile');
+  const hostileDir = path.join(WWW, 'grader', 'test', 'hostile');
   const hostile = fs.readdirSync(hostileDir).filter((f) => f.endsWith('.py')).sort()
     .map((f) => [`hostile-${f.replace(/\.py$/, '')}`, fs.readFileSync(path.join(hostileDir, f), 'utf8')]);
   const subs = [];
@@ -89,13 +89,13 @@ async function corpus(n) {
   return subs;
 }
 
-/** ./lab grade --format json over the files (node www/cli/grade.mjs, which ./lab grade
+/** ./lab grade --format json over the files (node www/grader/grade.mjs, which ./lab grade
  *  execs after its build check: the test must not start a build), by file name. */
 function cliReports(dir, files, { seed, secretFile }) {
   if (!files.length) return new Map();
   const sub = fs.mkdtempSync(path.join(dir, 'cli-'));
   for (const f of files) fs.copyFileSync(path.join(dir, f), path.join(sub, f));
-  const args = [path.join(WWW, 'cli', 'grade.mjs'), '--format', 'json', '--jobs', '2', '--timeout', String(TIMEOUT_S), '--secret-file', secretFile,
+  const args = [path.join(WWW, 'grader', 'grade.mjs'), '--format', 'json', '--jobs', '2', '--timeout', String(TIMEOUT_S), '--secret-file', secretFile,
     ...(seed !== undefined ? ['--seed', String(seed)] : []), sub];
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 256 << 20, timeout: 900_000 });
   assert.ok(r.status === 0 || r.status === 1, `./lab grade exited ${r.status}: ${r.stderr.slice(-2000)}`);
@@ -108,7 +108,7 @@ function cliReports(dir, files, { seed, secretFile }) {
 }
 
 function startWorkerProcess(url, n) {
-  const child = spawn(process.execPath, [path.join(WWW, 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1', '--lease', String(LEASE_S),
+  const child = spawn(process.execPath, [path.join(WWW, 'grader', 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1', '--lease', String(LEASE_S),
     '--timeout', String(TIMEOUT_S), '--wall-factor', '10', '--poll-ms', '200', '--grace', '10'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.log = '';
   child.stdout.on('data', (d) => { child.log += d; });
@@ -144,7 +144,7 @@ test(`queue proof: ${N} submissions, ${WORKERS} workers, ${KILLS} SIGKILLs, one 
 
     // The front, as a process of its own: ./lab serve --grading --queue (serve.mjs,
     // serving the page's build too, as a course runs it).
-    front = spawn(process.execPath, [path.join(WWW, 'serve.mjs'), '--grading', '--queue', url, '--port', '0', '--secret-file', secretFile],
+    front = spawn(process.execPath, [path.join(WWW, 'grader', 'serve.mjs'), '--grading', '--queue', url, '--port', '0', '--secret-file', secretFile],
       { stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(front);
     let frontErr = '';

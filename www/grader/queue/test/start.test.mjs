@@ -15,7 +15,7 @@ const WWW = fileURLToPath(new URL('../../../', import.meta.url));
 const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : jailProblem() ? `the sandbox does not work here: ${jailProblem()}` : false;
 
 function worker(url) {
-  const child = spawn(process.execPath, [path.join(WWW, 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(WWW, 'grader', 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.log = '';
   child.stdout.on('data', (d) => { child.log += d; });
   child.stderr.on('data', (d) => { child.log += d; });
