@@ -3,7 +3,7 @@
 // part inside Python (bridge.call: the learner's code, the lab's objects, JSON),
 // and of that the world's operations (Python -> JS -> WASM); what is left is the
 // grader in WASM (tests, reference, worlds, report) and the crossings into Python.
-// Counts come from the same run. Printed by bench.mjs; `node bench_split.mjs` alone.
+// Counts come from the same run. Printed by ./lab bench; `node bench/split.mjs` alone.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createEngine } from '../host/engine.mjs';
