@@ -51,7 +51,7 @@ import Ajv from 'ajv';
 import { SEED_MAX } from '../host/engine.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-/** www/: the builds (dist*/, pkg/) are beside the rooms. */
+// www/: the builds (dist/, pkg/) are beside the rooms.
 const WWW = path.dirname(HERE);
 
 const MIME = {
