@@ -488,6 +488,6 @@ test('node grader/serve.mjs itself: the requests that crashed it, and bad flags'
     p.stderr.on('data', (d) => { err += d; });
     const code = await new Promise((resolve) => p.once('exit', resolve));
     assert.equal(code, 2, `${args.join(' ')}: ${err}`);
-    assert.match(err, /^serve: .*\nusage: node serve\.mjs/, args.join(' '));
+    assert.match(err, /^serve: .*\nusage: node grader\/serve\.mjs/, args.join(' '));
   }
 });
