@@ -1,7 +1,7 @@
 """What Linux's /proc says about the real run's processes: the one place the
-Python side reads it, as www/cli/procfs.mjs is for Node (each reader answers
+Python side reads it, as www/grader/procfs.mjs is for Node (each reader answers
 None or nothing for a process that is gone). Killing a uid's processes is Node's
-alone (www/cli/jail.mjs killUid, through jail_command.mjs): jail.kill_uid asks it.
+alone (www/grader/jail.mjs killUid, through jail_command.mjs): jail.kill_uid asks it.
 """
 
 import os
