@@ -3,7 +3,7 @@ learner's pieces receive (`db`, `provider`, `cfg`, the webhook's event) and how
 each piece is called. The run's database is not here: it is the store's
 (db_store.py, the trusted side), which `db` and `provider` reach through a port,
 one statement or provider call at a time. Every host that runs learner code
-imports this module beside the bridge (www/src/bridge.py, which loads the
+imports this module beside the bridge (www/host/solution_runner.py, which loads the
 learner's file and runs every call through `call`); the registry carries it
 (`LabInfo::bridge_py`). What crosses the port (the names of the exceptions, the
 caps, how a statement's text and parameters travel) is written once, here, and
@@ -416,7 +416,7 @@ _local = None
 
 def use_local_store(store):
     """Called once by a host that keeps the store beside the learner's code (the
-    page's engine, www/src/engine.mjs): `store` is db_store.py's module."""
+    page's engine, www/host/engine.mjs): `store` is db_store.py's module."""
     global _local
     _local = store
 
