@@ -613,7 +613,7 @@ impl Report {
 /// on a terminal: raw, an escape sequence there could erase lines, print fake ones,
 /// write the clipboard or reorder what is read.
 pub fn terminal_safe(s: &str) -> String {
-    // The same set as www/grader/pool.mjs's UNSAFE, which a test holds them to.
+    // The same set as www/grader/output.mjs's UNSAFE, which a test holds them to.
     let unsafe_char = |c: char| {
         (c.is_control() && c != '\n' && c != '\t')
             || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
