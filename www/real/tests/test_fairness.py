@@ -161,9 +161,15 @@ def test_the_verdict_comes_from_valid_rounds_only():
     by = {(r["load"], r["claim"]): r["round"] for r in d["rows"]}
     assert d["verdict"] == "pass" and by[(fairness.LOADS[1], "yours")] == by[(fairness.LOADS[1], "fifo")] == 1
     assert by[(fairness.LOADS[2], "yours")] == by[(fairness.LOADS[2], "fifo")] == 2
-    # one valid fail and two loaded rounds: a fail, read from the valid one
+    # one valid fail and two loaded rounds: not enough to fail (ci13: the reference as
+    # yours at 1.15x and 1.17x in the one valid round, the control 0.92x beside it)
     d = fairness.decide([a_round(1, rows_of(90, unfair, fifo)), a_round(2, loaded), a_round(3, loaded)])
-    assert d["verdict"] == "fail" and rounds_of(d) == {1}
+    assert d["verdict"] == "inconclusive" and rounds_of(d) == {1}
+    assert d["why"].startswith("your claim failed the only round of 3 that could be graded, and a fail must be seen "
+                               "in 2; the others: the every-store-equal load's p95 was 5000 ms")
+    # two valid fails and a loaded round: a fail
+    d = fairness.decide([a_round(1, rows_of(90, unfair, fifo)), a_round(2, loaded), a_round(3, rows_of(95, unfair, fifo, 3))])
+    assert d["verdict"] == "fail" and rounds_of(d) <= {1, 3}
 
 
 def test_p95_is_the_value_at_the_95th_percentile():
@@ -276,6 +282,7 @@ def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
     if r.returncode == 1:
         assert f["verdict"] == "fail" and fairness.validity(f["rows"]) is None
         assert len(f["rounds"]) == fairness.ROUNDS_MAX and not any(x["passed"] for x in f["rounds"] if x["valid"])
+        assert sum(x["valid"] for x in f["rounds"]) >= fairness.FAIL_ROUNDS_MIN
         bulk = next(x for x in f["rows"] if x["claim"] == "yours" and x["load"] == fairness.LOADS[2])
         if over is not None:
             assert not bulk["ok"] and bulk["ratio"] > over, bulk
@@ -287,7 +294,8 @@ def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
                 assert [c["load"] for c in x["control"]] == [fairness.LOADS[0], *failed]
                 assert all(c["ok"] for c in x["control"]) and fairness.control_validity(x["control"]) is None
     else:
-        assert f["verdict"] == "inconclusive" and not any(x["valid"] for x in f["rounds"])
+        assert f["verdict"] == "inconclusive"
+        assert sum(x["valid"] for x in f["rounds"]) < fairness.FAIL_ROUNDS_MIN
 
 
 def test_a_sigterm_in_the_middle_of_the_fairness_run_leaves_nothing_behind():
