@@ -154,7 +154,18 @@ export async function tx(pool, fn) {
   }
 }
 
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export const sleep = (ms, signal) => new Promise((r) => {
+  if (signal?.aborted) return r();
+  const t = setTimeout(done, ms);
+  function done() { clearTimeout(t); signal?.removeEventListener('abort', done); r(); }
+  signal?.addEventListener('abort', done, { once: true });
+});
+
+/** What a start withdrawn by its signal (a SIGTERM while starting) rejects with. */
+export class StartAborted extends Error {
+  constructor() { super('stopped while starting'); this.name = 'StartAborted'; this.code = 'ESTARTABORTED'; }
+}
 
 /** Errors that say the database is away for now (down, restarting, unreachable). */
 export function transient(e) {
@@ -172,17 +183,18 @@ export const START_WAIT_S = 120;
  * twice as long each time (up to 5 s) for at most `waitS`; `log` says so once. A
  * worker restarted while PostgreSQL restarts waits for it instead of exiting.
  */
-export async function whileAway(fn, { log, waitS = START_WAIT_S } = {}) {
+export async function whileAway(fn, { log, waitS = START_WAIT_S, signal } = {}) {
   const until = Date.now() + waitS * 1000;
   let said = false;
   for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 5000)) {
+    if (signal?.aborted) throw new StartAborted();
     try {
       return await fn();
     } catch (e) {
       if (!transient(e) || Date.now() + delayMs > until) throw e;
       if (!said) log?.(`the queue's database is not reachable (${e.message}): trying again for up to ${waitS} s`);
       said = true;
-      await sleep(delayMs);
+      await sleep(delayMs, signal);
     }
   }
 }

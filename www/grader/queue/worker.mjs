@@ -19,7 +19,7 @@ import { parseOrExit } from '../args.mjs';
 import { WORKER } from '../commands.mjs';
 import { createGradingPool } from '../pool.mjs';
 import {
-  SCHEMA, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+  SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
 } from './common.mjs';
 
 const W = WORKER.options;
@@ -27,20 +27,42 @@ export const WORKER_DEFAULTS = Object.freeze({ jobs: W.jobs.default, leaseS: W.l
 
 /**
  * Starts a worker; resolves once its pool is ready and it takes jobs.
- * Returns { stop({graceS}) → Promise, stats, id }.
+ * Returns { stop({graceS}) → Promise, stats, id }. `signal` withdraws the start:
+ * what was made is closed and it rejects with StartAborted.
  */
 export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.jobs, leaseS = WORKER_DEFAULTS.leaseS, graceS = WORKER_DEFAULTS.graceS,
   pollMs = WORKER_DEFAULTS.pollMs, reapEveryMs = WORKER_DEFAULTS.reapEveryMs, timeoutS, wallFactor, memoryMb, sandbox = true, pkgDir,
-  log = (m) => console.error(`queue worker: ${m}`), gradingPool } = {}) {
+  log = (m) => console.error(`queue worker: ${m}`), gradingPool, signal } = {}) {
   const id = `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
   const build = buildId(pkgDir);
   const queue = queueName(build);
-  const db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`) });
-  await whileAway(() => ensureSchema(db), { log });
-  const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
-  await whileAway(() => ensureQueue(boss, queue), { log });
-  const grader = gradingPool ?? createGradingPool({ jobs, ...(timeoutS ? { timeoutS } : {}), ...(wallFactor ? { wallFactor } : {}), ...(memoryMb ? { memoryMb } : {}), sandbox, ...(pkgDir ? { pkgDir } : {}) });
-  await grader.ready;
+  // A start may be withdrawn at any step (signal: a SIGTERM while starting); what it
+  // made so far is closed, and it rejects with StartAborted.
+  const made = [];
+  const withdrawn = new Promise((_, reject) => {
+    if (signal?.aborted) reject(new StartAborted());
+    signal?.addEventListener('abort', () => reject(new StartAborted()), { once: true });
+  });
+  withdrawn.catch(() => {});
+  const step = (p) => Promise.race([p, withdrawn]);
+  let db, boss, grader;
+  try {
+    db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`) });
+    made.push(() => db.end());
+    await step(whileAway(() => ensureSchema(db), { log, signal }));
+    const starting = whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log, signal });
+    // A boss that starts after the start was withdrawn is stopped too.
+    made.push(() => starting.then((b) => b.stop({ graceful: false, wait: true, timeout: 2000 }), () => {}));
+    boss = await step(starting);
+    await step(whileAway(() => ensureQueue(boss, queue), { log, signal }));
+    grader = gradingPool ?? createGradingPool({ jobs, ...(timeoutS ? { timeoutS } : {}), ...(wallFactor ? { wallFactor } : {}), ...(memoryMb ? { memoryMb } : {}), sandbox, ...(pkgDir ? { pkgDir } : {}) });
+    if (!gradingPool) made.push(() => grader.close());
+    log(`${id} starts its grading pool`);
+    await step(grader.ready);
+  } catch (e) {
+    for (const close of made.reverse()) await Promise.resolve().then(close).catch(() => {});
+    throw e;
+  }
 
   const stats = { graded: 0, fromCache: 0, skipped: 0, returned: 0, writeRetries: 0, leasesLost: 0, errors: 0, busyMs: 0 };
   const running = new Map(); // submission id -> { jobId, controller }
@@ -200,21 +222,35 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   };
   const healthPort = v['health-port'] ?? null;
   if (!o.connectionString) { console.error(`worker: --queue (or GRADING_QUEUE_URL) is needed\n(${WORKER.prog} --help lists every option)`); process.exit(2); }
-  let worker;
-  try {
-    worker = await startWorker(o);
-  } catch (e) {
-    console.error(`worker: could not start: ${e.message}`);
-    process.exit(2);
-  }
-  if (healthPort !== null) serveHealth(healthPort, worker).unref();
-  console.log(`ready ${worker.id}`);
+  // The signals are ours from the first line: a worker told to stop while it starts
+  // (a deployment scaled down, a test ending) withdraws the start and exits 0,
+  // instead of dying of the signal with its pool's sandboxes half made.
+  const starting = new AbortController();
+  let worker = null;
+  let stopping = false;
   const stop = () => {
+    if (!worker) { starting.abort(); return; }
+    if (stopping) return;
+    stopping = true;
     worker.stop().finally(() => {
       console.error(`queue worker: stopped: ${JSON.stringify(worker.stats)}`);
       process.exit(0);
     });
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  try {
+    worker = await startWorker({ ...o, signal: starting.signal });
+  } catch (e) {
+    if (e instanceof StartAborted) {
+      console.error('queue worker: stopped while starting; it took no job');
+      process.exit(0);
+    }
+    console.error(`worker: could not start: ${e.message}`);
+    process.exit(2);
+  }
+  if (healthPort !== null) serveHealth(healthPort, worker).unref();
+  console.log(`ready ${worker.id}`);
+  // Told to stop in the last step of its start: it stops now.
+  if (starting.signal.aborted) stop();
 }

@@ -293,7 +293,10 @@ test(`queue proof: ${N} submissions, ${WORKERS} workers, ${KILLS} SIGKILLs, one 
       + `graded by ${new Set(rows.map((x) => x.graded_by)).size} worker processes`);
     assert.ok(kills === KILLS && crashed, 'the chaos ran');
 
-    // Stop the workers (SIGTERM: graceful), then the front.
+    // Stop the workers (SIGTERM: graceful), then the front. A worker restarted after the
+    // last kill may still be starting; it stops as well (start.test.mjs), but one still
+    // loading its modules has no handler yet: each is stopped once it said it is ready.
+    await Promise.all(workers.map((w) => w.ready));
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map((w) => new Promise((res) => (w.exitCode !== null ? res() : w.once('exit', res)))));
     for (const w of workers) assert.equal(w.exitCode, 0, `a worker's SIGTERM exit: ${w.log.slice(-500)}`);

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jailProblem } from '../../jail.mjs';
+import { descendants, isZombie, processes } from '../../procfs.mjs';
 import { Cluster, serverBinDir } from './pg_cluster.mjs';
 
 const WWW = fileURLToPath(new URL('../../../', import.meta.url));
@@ -62,6 +63,49 @@ test('a worker started while the database is down waits for it, then takes jobs;
     assert.match(wrong.log, /worker: could not start: password authentication failed/);
     assert.doesNotMatch(wrong.log, /trying again/);
     assert.ok(performance.now() - t0 < 30_000, 'at once, not after the wait');
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    cluster.close();
+  }
+});
+
+// A worker told to stop while it starts (a deployment scaled down, a test ending) exits
+// 0 and leaves nothing running, at every step of its start. (The 60-file proof found
+// it: a worker restarted after a SIGKILL got the closing SIGTERM while its pool was
+// still starting, and died of the signal.)
+test('a worker SIGTERMed while it starts exits 0 and leaves no process: waiting for the database, starting its pool', { skip, timeout: 240_000 }, async () => {
+  const cluster = new Cluster();
+  const children = [];
+  try {
+    cluster.start();
+    await cluster.createDatabase('grading');
+    cluster.crash();
+
+    // Waiting for the database.
+    const w = worker(cluster.url('grading'));
+    children.push(w);
+    await until(w, /the queue's database is not reachable/, 30_000);
+    let t0 = performance.now();
+    w.kill('SIGTERM');
+    assert.equal(await w.ended, 0, w.log.slice(-2000));
+    assert.equal(w.signalCode, null);
+    assert.match(w.log, /stopped while starting; it took no job/);
+    assert.ok(performance.now() - t0 < 10_000, `at once, not after the database's wait (${Math.round(performance.now() - t0)} ms)`);
+
+    // Starting its grading pool, the database up.
+    cluster.start();
+    const v = worker(cluster.url('grading'));
+    children.push(v);
+    await until(v, /starts its grading pool/, 120_000);
+    const tree = descendants(v.pid);
+    t0 = performance.now();
+    v.kill('SIGTERM');
+    assert.equal(await v.ended, 0, v.log.slice(-2000));
+    assert.match(v.log, /stopped while starting; it took no job/);
+    assert.doesNotMatch(v.log, /^ready /m);
+    assert.ok(performance.now() - t0 < 30_000, `promptly (${Math.round(performance.now() - t0)} ms)`);
+    const live = new Set([...processes()].map((p) => p.pid));
+    assert.deepEqual(tree.filter((pid) => live.has(pid) && !isZombie(pid)), [], 'the pool it was starting is gone');
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
     cluster.close();
