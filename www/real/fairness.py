@@ -38,6 +38,7 @@ import time
 import psycopg
 
 import jail
+from lab_files import REFERENCE
 from procs import stop_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,7 +73,7 @@ AGAIN_MAX_RATIO = 1.25
 # 1.50x on the steady load in two rounds whose baselines held (117 then 113 ms) with
 # FIFO 1.00x beside it: a claim's heavier SQL near the claim path's capacity, twelve
 # workers racing for one row, on a machine busy enough to bring that capacity down.
-CONTROL = os.path.join(HERE, "..", "..", "src", "courier", "reference.py")
+CONTROL = REFERENCE
 # A fail must be seen in this many valid rounds (with fewer, after ROUNDS_MAX, the run
 # is inconclusive): a slow spell can fall on one of your loads and spare the control
 # measured seconds later (ci13, 4 s loads: the reference as yours 1.15x and 1.17x in

@@ -28,8 +28,9 @@ import tempfile
 import psycopg
 import psycopg.sql
 
+from lab_files import SCHEMA_SQL
+
 # The schema's one place is the lab's own file (src/courier/schema.sql).
-SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "..", "src", "courier", "schema.sql")
 DATABASE = "courier"
 USER = "lab"
 SERVER_OS_USER = "postgres"   # Debian's, made by its `postgresql` package

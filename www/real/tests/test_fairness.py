@@ -15,11 +15,11 @@ import types
 import pytest
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 sys.path.insert(0, REAL)
 
 import fairness  # noqa: E402
 import jail  # noqa: E402
+from lab_files import REFERENCE  # noqa: E402
 
 
 def test_the_loads_differ_only_in_the_noisy_store_and_are_seeded():

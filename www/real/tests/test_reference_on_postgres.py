@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "src", "courier", "reference.py")
+from lab_files import REFERENCE
+
 CFG = SimpleNamespace(lease_ms=30_000, in_flight_cap=4, recheck_ms=1_000)
 
 

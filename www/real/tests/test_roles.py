@@ -20,6 +20,7 @@ import pytest
 import jail
 import pg
 import procfs
+from lab_files import REFERENCE
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -147,7 +148,7 @@ def command_lines():
 def test_no_password_is_in_any_command_line_of_a_run(open_dir):
     """/proc/PID/cmdline is readable by every user of the machine: the run hands each
     role's password on its process's stdin."""
-    solution = os.path.abspath(os.path.join(REAL, "..", "..", "src", "courier", "reference.py"))
+    solution = REFERENCE
     p = subprocess.Popen([sys.executable, os.path.join(REAL, "run.py"), solution, "--actions", "400", "--kills", "0",
                           "--freezes", "0", "--workers", "2", "--format", "json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -16,9 +16,9 @@ import tempfile
 import pytest
 
 import procfs
+from lab_files import REFERENCE
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))  # as run.py names its children
-REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 # A lease of 5 s, not lab.md's 30 (--lease-s): a killed worker's action waits that
 # long for a taker, which is most of a small run's time.
 LEASE = ["--lease-s", "5"]

@@ -12,10 +12,10 @@ import time
 import psycopg
 import pytest
 
+from lab_files import REFERENCE
 from procs import first_line, http_json, stop_all
 
 REAL = os.path.join(os.path.dirname(__file__), "..")
-REFERENCE = os.path.join(REAL, "..", "..", "src", "courier", "reference.py")
 ACTIONS = 40
 STORES = 8
 
