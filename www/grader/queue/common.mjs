@@ -137,6 +137,18 @@ export async function ensureQueue(boss, name) {
 /** pg-boss's calls inside one of our transactions (its `db` option). */
 export const inTx = (client) => ({ executeSql: (text, values) => client.query(text, values) });
 
+/** pg-boss's fetch on `client` (in its transaction). pg-boss swallows its query's
+ *  error and answers "no job" (it expects only unique violations there): in our
+ *  transaction that left the error unseen and the transaction aborted, then
+ *  committed as a rollback. Here the query's error is thrown. */
+export async function fetchIn(boss, queue, client, { batchSize = 1 } = {}) {
+  let error = null;
+  const db = { executeSql: (text, values) => client.query(text, values).catch((e) => { error ??= e; throw e; }) };
+  const jobs = await boss.fetch(queue, { batchSize, db });
+  if (error) throw error;
+  return jobs;
+}
+
 /** Runs fn(client) in a transaction on a client of `pool`. */
 export async function tx(pool, fn) {
   const c = await pool.connect();

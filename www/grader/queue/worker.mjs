@@ -19,7 +19,7 @@ import { parseOrExit } from '../args.mjs';
 import { WORKER } from '../commands.mjs';
 import { createGradingPool } from '../pool.mjs';
 import {
-  SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+  SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
 } from './common.mjs';
 
 const W = WORKER.options;
@@ -71,7 +71,7 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
   /** Takes one job and leases its submission, in one transaction: null when none. */
   async function claim() {
     return tx(db, async (c) => {
-      const [job] = await boss.fetch(queue, { batchSize: 1, db: inTx(c) });
+      const [job] = await fetchIn(boss, queue, c);
       if (!job) return null;
       const sid = job.data?.submission;
       const { rows } = await c.query(`UPDATE ${SCHEMA}.submissions SET lease_worker = $2, lease_until = now() + make_interval(secs => $3), attempts = attempts + 1

@@ -12,7 +12,7 @@ import http from 'node:http';
 import pg from 'pg';
 import { loadGrader } from '../../../host/node_host.mjs';
 import {
-  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, inTx, makePool, queueName, reap, startBoss, tx,
+  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, fetchIn, inTx, makePool, queueName, reap, startBoss, tx,
 } from '../common.mjs';
 import { createQueueFront } from '../front.mjs';
 import { Cluster, serverBinDir } from './pg_cluster.mjs';
@@ -80,7 +80,7 @@ test('the front grades the labs of the registry it is handed, and stores each su
 test('the reaper: a lease past its time puts its job back, a job pg-boss gave up on gets an error report, another schema\'s job is left alone', { skip, timeout: 60_000 }, async () => {
   const boss = await startBoss(cluster.url('grading'), { supervise: false });
   const queue = queueName(buildId());
-  const take = () => tx(db, async (c) => (await boss.fetch(queue, { batchSize: 1, db: inTx(c) }))[0] ?? null);
+  const take = () => tx(db, async (c) => (await fetchIn(boss, queue, c))[0] ?? null);
   try {
     const expired = (await post({ lab: 'deliver-once', source: 'x = 2\n' })).body.id;
     const givenUp = (await post({ lab: 'deliver-once', source: 'x = 3\n' })).body.id;
@@ -117,6 +117,30 @@ test('the reaper: a lease past its time puts its job back, a job pg-boss gave up
     const report = JSON.parse((await row(givenUp)).report);
     assert.equal(report.status, 'error');
     assert.match(report.message, /could not finish this submission/);
+  } finally {
+    await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+  }
+});
+
+test('a job fetch whose query fails throws its error (pg-boss alone answers "no job")', { skip, timeout: 60_000 }, async () => {
+  const boss = await startBoss(cluster.url('grading'), { supervise: false });
+  const queue = queueName(buildId());
+  try {
+    await post({ lab: 'deliver-once', source: 'x = 5\n' });
+    // A client on which the fetch's query fails (as a statement cut off by the server would).
+    const failing = (c) => ({ query: (text, values) => (/SKIP LOCKED/i.test(text)
+      ? Promise.reject(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })) : c.query(text, values)) });
+    const c = await db.connect();
+    try {
+      assert.deepEqual(await boss.fetch(queue, { batchSize: 1, db: inTx(failing(c)) }), [], 'pg-boss swallows it');
+      await assert.rejects(fetchIn(boss, queue, failing(c)), { code: '57014' });
+      // The job is still there, and the same fetch on a working client takes it.
+      const [job] = await fetchIn(boss, queue, c);
+      assert.ok(job?.data?.submission, 'a job is taken');
+      await boss.complete(queue, job.id);
+    } finally {
+      c.release();
+    }
   } finally {
     await boss.stop({ graceful: false, wait: true, timeout: 2000 });
   }
