@@ -1,5 +1,5 @@
 //! The browser's boundary, and nothing more: one long-lived `Grader` handle, the
-//! `World` object a learner call reaches its lab's world through (one type for every
+//! `JsWorld` object a learner call reaches its lab's world through (one type for every
 //! lab: `op(name, ...args)`, checked against the lab's `world_ops`), and the host's
 //! JS solution object as every lab's `LearnerHost` (its `call` for the learner's
 //! calls, its `store` for the grader's operations on the run's database). Which
@@ -100,7 +100,7 @@ export interface LearnerSolution {
    * world only while the call runs (it throws at any other time); it is the same
    * object for every call of a run: do not `free()` it.
    */
-  call(fn_name: string, args_json: string, world: World): string;
+  call(fn_name: string, args_json: string, world: JsWorld): string;
   /**
    * Runs the grader's operation `op` (reset, enqueue, settle, kill, restart, dump,
    * load) on the run's database that the host keeps for a lab with one (its
@@ -404,14 +404,14 @@ fn grade_report(
 }
 
 /// The host's JS solution object as every lab's `LearnerHost`. Each call's world is
-/// handed to JS through one `World` per run, whose slot holds that call's world while
+/// handed to JS through one `JsWorld` per run, whose slot holds that call's world while
 /// the call runs and nothing at any other time, so a handle JS kept can no longer
 /// touch a finished test. One wrapper for the run, not one per call: making and
 /// freeing a wrapper (with its finalizer) for each of a run's hundreds of calls was
 /// measured.
 struct JsHost {
     solution: SolutionObject,
-    /// The run's `World`, made at its first call that has a world: its slot, and the JS object.
+    /// The run's `JsWorld`, made at its first call that has a world: its slot, and the JS object.
     world: Option<(Slot, JsValue)>,
 }
 
@@ -426,7 +426,7 @@ impl LearnerHost for JsHost {
     ) -> Result<String, String> {
         let (slot, js_world) = self.world.get_or_insert_with(|| {
             let slot = Slot::default();
-            let js = JsValue::from(World { slot: slot.clone() });
+            let js = JsValue::from(JsWorld { slot: slot.clone() });
             (slot, js)
         });
         *slot.borrow_mut() = Some(world.handle());
@@ -454,15 +454,15 @@ fn json_text(returned: Result<JsValue, JsValue>, method: &str) -> Result<String,
         .ok_or_else(|| format!("the host's {method} returned {returned:?}, not a JSON string"))
 }
 
-/// The world of one learner call, for every lab: `op(name, ...args)` runs one of the
-/// operations the lab's registry entry lists (`world_ops`), with its arguments
-/// checked against their types. Rust empties the slot when the call returns, so the
+/// The JS-facing handle of one learner call's world, for every lab: `op(name,
+/// ...args)` runs one of the operations the lab's registry entry lists
+/// (`world_ops`), with its arguments checked against their types. Rust empties the slot when the call returns, so the
 /// engine's world is released at once and a handle JS kept (say, a learner who
 /// stored `kv` in a global) can no longer touch a finished test; it then throws. The
 /// wrapper is the run's (`JsHost`), and wasm-bindgen's FinalizationRegistry reclaims
 /// it after the run.
 #[wasm_bindgen]
-pub struct World {
+pub struct JsWorld {
     slot: Slot,
 }
 
@@ -479,7 +479,7 @@ fn op_arg(v: &JsValue, want: Arg) -> Option<OpValue> {
 }
 
 #[wasm_bindgen]
-impl World {
+impl JsWorld {
     /// Runs the world's operation `name` on up to four arguments (`OP_ARGS_MAX`):
     /// a string, number or boolean, or `undefined` for "nothing" (null for a
     /// missing number). Throws for an operation this lab's world has not, for

@@ -1,6 +1,6 @@
 #![cfg(target_arch = "wasm32")]
 //! The browser API, driven from JavaScript the way the page's worker drives it: the
-//! `Grader` and `World` objects are called by their JS names through the generated
+//! `Grader` and `JsWorld` objects are called by their JS names through the generated
 //! glue, and the learner's code is a JS solution object. Run by scripts/test-wasm.sh
 //! in headless Chromium.
 
@@ -17,7 +17,7 @@ const REFERENCE_REPORT: &str = include_str!("snapshots/deliver-once-reference.js
 const MUTANT_NO_FLOOR_REPORT: &str = include_str!("snapshots/deliver-once-mutant-no-floor.json");
 
 #[wasm_bindgen(inline_js = r#"
-// ---- The contract in JS, over the exported World (a port of reference.rs) ----------
+// ---- The contract in JS, over the exported JsWorld (a port of reference.rs) --------
 const DONE_TTL_S = 604800;
 const str = (s) => ({ type: "str", value: s });
 const ok = (v) => JSON.stringify({ ok: v });

@@ -33,10 +33,10 @@ def _timed(fn_name, args_json, world, _call=_b.call, _clock=time.perf_counter):
 _b.call = _timed
 `);
   const engine = createEngine({ pyodide, Grader: pkg.Grader, bridgeSource, labId: 'deliver-once' });
-  const op = pkg.World.prototype.op;
+  const op = pkg.JsWorld.prototype.op;
   let opMs = 0;
   let ops = 0;
-  pkg.World.prototype.op = function timedOp(...args) {
+  pkg.JsWorld.prototype.op = function timedOp(...args) {
     const t = performance.now();
     try {
       return op.apply(this, args);
@@ -60,7 +60,7 @@ _b.call = _timed
       if (i >= 5) rows.push({ total, python: split.get('s') * 1000, ops: opMs, calls: split.get('calls'), opCount: ops });
     }
   } finally {
-    pkg.World.prototype.op = op;
+    pkg.JsWorld.prototype.op = op;
     split.destroy();
   }
   const python = median(rows.map((r) => r.python));

@@ -43,7 +43,7 @@ function worldSlotOf(pyodide) {
  * `call(fnName, argsJson, world)`, `takeOutput()`, and a lab's store, `store(id)`,
  * when its `store_py` is given (the page and the grading thread give it; a sandbox
  * never has it). The page's engine and the grading CLI's sandbox and grading
- * thread all use it. `bindWorld`: a call's world is the grader's WASM World (only
+ * thread all use it. `bindWorld`: a call's world is the grader's WASM JsWorld (only
  * `op`), reached through the bound function (worldSlotOf); otherwise (the CLI
  * sandbox's remote world, which carries more than `op`) it crosses as a proxy of
  * its own.
@@ -184,7 +184,7 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
   // world the grader passes, and hands back the captured prints per test; the
   // grader's operations on the lab's database go to `store`.
   const solution = {
-    // `world` is the run's one World (src/wasm.rs): it answers only while this
+    // `world` is the run's one JsWorld (src/wasm.rs): it answers only while this
     // call runs, and is not freed here.
     call: (fnName, argsJson, world) => py.call(fnName, argsJson, world, lab.time_limit_s),
     ...(store ? { store: store.op } : {}),
