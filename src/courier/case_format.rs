@@ -60,7 +60,7 @@ struct CaseSpec {
     #[serde(default)]
     provider: Provider,
     #[serde(default)]
-    world: World,
+    world: CaseScript,
     #[serde(default)]
     all_or_nothing: bool,
     interleave: Option<Interleave>,
@@ -236,10 +236,11 @@ pub enum LookupAnswer {
     Timeout,
 }
 
-/// What goes wrong in the world during the call (`sim::Script`).
+/// The scripted world of one case (its `world` table): what goes wrong during the
+/// call (`sim::Script`).
 #[derive(Deserialize, Default, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct World {
+pub struct CaseScript {
     /// The worker is killed with its send on the wire (after the provider took it).
     #[serde(default)]
     pub kill_after_send: bool,
@@ -331,7 +332,8 @@ pub struct Case {
     pub webhook_events: Vec<String>,
     pub call: CallSpec,
     pub provider: Provider,
-    pub world: World,
+    /// The case's `world` table.
+    pub script: CaseScript,
     pub all_or_nothing: bool,
     pub interleave: Option<Interleave>,
     pub expect: Expect,
@@ -370,7 +372,7 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
                 webhook_events: c.webhook_events,
                 call: c.call,
                 provider: c.provider,
-                world: c.world,
+                script: c.world,
                 all_or_nothing: c.all_or_nothing,
                 interleave: c.interleave,
                 expect: c.expect.unwrap_or_default(),
@@ -416,14 +418,14 @@ fn check(c: &Case) -> Result<(), (String, String)> {
             "say how the call ends: exactly one of expect.returns, expect.raises = true, expect.killed = true",
         );
     }
-    if e.killed && !c.world.kill_after_send {
+    if e.killed && !c.script.kill_after_send {
         return fail(
             "expect.killed",
             "nothing in the case's world kills the worker",
         );
     }
     if let Some(i) = &c.interleave {
-        if c.all_or_nothing || c.world.kill_after_send || c.world.db_down {
+        if c.all_or_nothing || c.script.kill_after_send || c.script.db_down {
             return fail(
                 "interleave",
                 "another worker's write goes with a world where nothing else fails: no all_or_nothing, kill_after_send or db_down",
