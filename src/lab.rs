@@ -296,7 +296,7 @@ impl StoreOp {
 }
 
 /// The learner's code as a host (the page's worker, the grading CLI) runs it, for
-/// every lab alike: each lab adapts it to its own `Solution` or `Host` trait.
+/// every lab alike: each lab adapts it to its own `Solution` or `Backend` trait.
 pub trait LearnerHost {
     /// Runs the learner's function `fn_name` on `args_json` with `world`, the lab's
     /// world for this call (its operations are `LabInfo::world_ops`). Answers the

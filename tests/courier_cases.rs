@@ -306,7 +306,7 @@ fn malformed_case_files_name_the_file_case_and_field() {
 /// accepts either order, as a real database would produce either.
 #[test]
 fn a_race_passes_whichever_worker_wins_it() {
-    use delivery_lab::courier::reference::RefHost;
+    use delivery_lab::courier::reference::RefBackend;
     use delivery_lab::courier::units::run_case;
     use delivery_lab::report::TestStatus;
     let engine = cases();
@@ -327,7 +327,7 @@ fn a_race_passes_whichever_worker_wins_it() {
             call: c.call.clone(),
             script,
         };
-        let r = run_case(&mut RefHost::new(None), &case);
+        let r = run_case(&mut RefBackend::new(None), &case);
         assert_eq!(
             r.status,
             TestStatus::Pass,

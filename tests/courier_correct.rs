@@ -1,5 +1,5 @@
 //! Issue 29, "what it fails that is correct": the courier grader with the Rust
-//! reference host, changed at one point each, through a wrapper host.
+//! reference backend, changed at one point each, through a wrapper backend.
 //!
 //! - a wait given as a float (`("wait", 1000.0)`) passes every test;
 //! - a wait of the wrong length fails the units that fix it, naming the rule and
@@ -10,9 +10,9 @@
 //!   fails its unit by name and stops the chaos run there, naming the call;
 //! - every test that does not pass says why, in the staff's view of the report.
 
-use delivery_lab::courier::reference::{Mistake, RefHost};
+use delivery_lab::courier::reference::{Mistake, RefBackend};
 use delivery_lab::courier::sim::{
-    chaos_run, ActionRow, Call, ChaosPlan, Config, Host, RunStop, StepWorld, Tables,
+    chaos_run, ActionRow, Backend, Call, ChaosPlan, Config, RunStop, StepWorld, Tables,
     STEPS_PER_ACTION_CAP,
 };
 use delivery_lab::courier::{grade, CHAOS_TEST};
@@ -22,15 +22,15 @@ use delivery_lab::value::{LearnerError, Value};
 /// The reference, with `change` applied to what each call returns (and the
 /// tables it can reach).
 struct Changed<
-    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError>,
+    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>,
 > {
-    inner: RefHost,
+    inner: RefBackend,
     change: F,
 }
 
-impl<F> Host for Changed<F>
+impl<F> Backend for Changed<F>
 where
-    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError>,
+    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>,
 {
     fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
         self.inner.reset(cfg, stores)
@@ -61,10 +61,10 @@ where
 
 fn changed<F>(change: F) -> Changed<F>
 where
-    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError>,
+    F: FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>,
 {
     Changed {
-        inner: RefHost::new(None),
+        inner: RefBackend::new(None),
         change,
     }
 }
@@ -72,7 +72,8 @@ where
 /// `("wait", ms)` with its ms replaced by `f(ms)`.
 fn wait_as(
     f: impl Fn(i64) -> Value,
-) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError> {
+) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>
+{
     move |_, r, _| match r {
         Ok(Value::Tuple(t)) if t.len() == 2 && t[0] == Value::str("wait") => match t[1] {
             Value::Int(ms) => Ok(Value::Tuple(vec![Value::str("wait"), f(ms)])),
@@ -183,15 +184,16 @@ fn a_wait_that_is_no_number_above_zero_fails_with_a_message() {
 /// `lease_until_ms = cfg.lease_ms` instead of `now_ms + cfg.lease_ms`, written into
 /// the tables after each claim the reference makes.
 fn lease_is_a_duration(
-) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError> {
-    |call, r, host| {
+) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>
+{
+    |call, r, backend| {
         if let (Call::Claim { .. }, Ok(Value::Tuple(t))) = (call, &r) {
             if let Value::Int(id) = t[0] {
-                let mut tables = host.dump().expect("tables");
+                let mut tables = backend.dump().expect("tables");
                 for a in tables.actions.iter_mut().filter(|a| a.id == id as u64) {
                     a.lease_until_ms = Config::default().lease_ms;
                 }
-                host.load(&tables).expect("tables");
+                backend.load(&tables).expect("tables");
             }
         }
         r
@@ -234,7 +236,8 @@ fn a_lease_that_is_a_duration_fails_the_chaos_run_naming_the_rule() {
 fn webhooks_refused(
     rule: &'static str,
     after: usize,
-) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefHost) -> Result<Value, LearnerError> {
+) -> impl FnMut(&Call, Result<Value, LearnerError>, &mut RefBackend) -> Result<Value, LearnerError>
+{
     let mut n = 0;
     move |call, r, _| {
         if let Call::OnWebhook { .. } = call {
@@ -285,7 +288,7 @@ fn a_refused_call_stops_the_chaos_run_naming_the_call() {
 }
 
 /// The budget of steps stops none of the runs that finish: the reference and every
-/// mistake of the reference host take well under it.
+/// mistake of the reference backend take well under it.
 #[test]
 fn the_step_budget_leaves_room_for_every_finishing_run() {
     for mistake in [
@@ -296,7 +299,7 @@ fn the_step_budget_leaves_room_for_every_finishing_run() {
         Some(Mistake::TimeoutIsFailure),
     ] {
         let plan = ChaosPlan::full(1042);
-        let r = chaos_run(&mut RefHost::new(mistake), &plan).expect("the run finishes");
+        let r = chaos_run(&mut RefBackend::new(mistake), &plan).expect("the run finishes");
         assert!(
             r.steps * 2 < STEPS_PER_ACTION_CAP * plan.actions,
             "{mistake:?}: {} steps",
@@ -309,13 +312,13 @@ fn the_step_budget_leaves_room_for_every_finishing_run() {
 /// until the drain's end: the budget stops it, saying what it found.
 #[test]
 fn a_run_that_never_finishes_stops_at_its_budget_saying_why() {
-    let mut host = changed(|call, r, _| match call {
+    let mut backend = changed(|call, r, _| match call {
         Call::OnWebhook { .. } => Err(LearnerError::Exception {
             message: "IntegrityError: UNIQUE constraint failed: webhook_events.event_id".into(),
         }),
         _ => r,
     });
-    let err = chaos_run(&mut host, &ChaosPlan::full(1042)).expect_err("the run stops");
+    let err = chaos_run(&mut backend, &ChaosPlan::full(1042)).expect_err("the run stops");
     let RunStop::Failed(m) = &err else {
         panic!("{err:?}")
     };
@@ -333,13 +336,13 @@ fn a_run_that_never_finishes_stops_at_its_budget_saying_why() {
 /// A host's error that says nothing still gives its test a message.
 #[test]
 fn an_error_that_says_nothing_still_gets_a_message() {
-    let mut host = changed(|call, r, _| match call {
+    let mut backend = changed(|call, r, _| match call {
         Call::Merge { .. } => Err(LearnerError::Host {
             message: String::new(),
         }),
         _ => r,
     });
-    let r = grade(&mut host, 1042, Audience::Staff);
+    let r = grade(&mut backend, 1042, Audience::Staff);
     every_failure_says_why(&r);
     let merge = r
         .tests

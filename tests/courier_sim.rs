@@ -1,13 +1,13 @@
-//! The courier simulator, proved natively with the Rust reference host: the
+//! The courier simulator, proved natively with the Rust reference backend: the
 //! reference passes the chaos run and the fairness run; the big mistakes are each
 //! caught by a row; a seed replays the same run.
 
 use delivery_lab::courier::fairness::{fairness_run, FairPlan, Load};
-use delivery_lab::courier::reference::{Mistake, RefHost};
+use delivery_lab::courier::reference::{Mistake, RefBackend};
 use delivery_lab::courier::sim::{chaos_run, ChaosPlan, ChaosReport};
 
 fn chaos(mistake: Option<Mistake>, seed: u64) -> ChaosReport {
-    chaos_run(&mut RefHost::new(mistake), &ChaosPlan::full(seed)).expect("the run finishes")
+    chaos_run(&mut RefBackend::new(mistake), &ChaosPlan::full(seed)).expect("the run finishes")
 }
 
 #[test]
@@ -78,9 +78,9 @@ fn no_heartbeat_loses_a_slow_workers_job() {
 #[test]
 fn fair_claim_passes_and_fifo_fails_the_fairness_run() {
     let plan = FairPlan::full(1042);
-    let fair = fairness_run(&mut RefHost::new(None), &plan);
+    let fair = fairness_run(&mut RefBackend::new(None), &plan);
     assert!(fair.passed(), "{fair:?}");
-    let fifo = fairness_run(&mut RefHost::new(Some(Mistake::FifoClaim)), &plan);
+    let fifo = fairness_run(&mut RefBackend::new(Some(Mistake::FifoClaim)), &plan);
     assert!(!fifo.passed(), "{fifo:?}");
     let bulk = fifo.rows.iter().find(|r| r.load == Load::Bulk10x).unwrap();
     assert!(bulk.ratio > 1.5, "{fifo:?}");
@@ -96,7 +96,7 @@ fn the_runs_match_their_snapshot() {
         "{}\n{}\n",
         serde_json::to_string(&chaos(None, 1042)).unwrap(),
         serde_json::to_string(&fairness_run(
-            &mut RefHost::new(None),
+            &mut RefBackend::new(None),
             &FairPlan::full(1042)
         ))
         .unwrap()
@@ -119,7 +119,7 @@ fn the_runs_match_their_snapshot() {
 fn the_reference_host_passes_every_test_of_the_lab() {
     use delivery_lab::courier::{grade, DEFAULT_SEED};
     use delivery_lab::report::{Audience, TestStatus};
-    let report = grade(&mut RefHost::new(None), DEFAULT_SEED, Audience::Staff);
+    let report = grade(&mut RefBackend::new(None), DEFAULT_SEED, Audience::Staff);
     for t in &report.tests {
         assert_eq!(t.status, TestStatus::Pass, "{}: {:?}", t.name, t.message);
     }
@@ -146,7 +146,7 @@ fn each_system_mistake_fails_a_named_test() {
             "a send that times out means wait",
         ),
     ] {
-        let report = grade(&mut RefHost::new(Some(m)), DEFAULT_SEED, Audience::Staff);
+        let report = grade(&mut RefBackend::new(Some(m)), DEFAULT_SEED, Audience::Staff);
         let t = report
             .tests
             .iter()
@@ -166,17 +166,17 @@ fn peek() {
         Some(Mistake::NewKeyOnResend),
         Some(Mistake::FifoClaim),
     ] {
-        let r = grade(&mut RefHost::new(m), DEFAULT_SEED, Audience::Learner);
+        let r = grade(&mut RefBackend::new(m), DEFAULT_SEED, Audience::Learner);
         println!("=== {m:?}\n{}", r.to_text());
     }
 }
 
 #[test]
 fn tables_read_back_from_their_json() {
-    use delivery_lab::courier::sim::{Host, Tables};
-    let mut host = RefHost::new(None);
-    let _ = chaos_run(&mut host, &ChaosPlan::full(3)).unwrap();
-    let tables = host.dump().unwrap();
+    use delivery_lab::courier::sim::{Backend, Tables};
+    let mut backend = RefBackend::new(None);
+    let _ = chaos_run(&mut backend, &ChaosPlan::full(3)).unwrap();
+    let tables = backend.dump().unwrap();
     assert!(!tables.outbox.is_empty() && !tables.webhook_events.is_empty());
     let json = serde_json::to_value(&tables).unwrap();
     assert_eq!(Tables::from_json(&json).unwrap(), tables);
@@ -185,10 +185,10 @@ fn tables_read_back_from_their_json() {
     assert!(Tables::from_json(&bad).unwrap_err().contains("attempts"));
 }
 
-/// A host that notes, in order, when a unit case starts (`load`) and when a system
+/// A backend that notes, in order, when a unit case starts (`load`) and when a system
 /// run adds an action (`enqueue`), and otherwise is the reference.
 struct Recorder {
-    inner: RefHost,
+    inner: RefBackend,
     events: Vec<&'static str>,
     /// In a system run, from its first action past this many (the chaos run's 2,000
     /// come first, then the fairness run's), every claim ends with this error instead.
@@ -198,14 +198,14 @@ struct Recorder {
 impl Recorder {
     fn new() -> Recorder {
         Recorder {
-            inner: RefHost::new(None),
+            inner: RefBackend::new(None),
             events: Vec::new(),
             claims_fail: None,
         }
     }
 }
 
-impl delivery_lab::courier::sim::Host for Recorder {
+impl delivery_lab::courier::sim::Backend for Recorder {
     fn reset(
         &mut self,
         cfg: &delivery_lab::courier::sim::Config,
@@ -270,8 +270,8 @@ impl delivery_lab::courier::sim::Host for Recorder {
 fn hidden_units_run_after_every_shown_test() {
     use delivery_lab::courier::{self, cases};
     use delivery_lab::report::{Audience, TestKind};
-    let mut host = Recorder::new();
-    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    let mut backend = Recorder::new();
+    let report = courier::grade(&mut backend, 1042, Audience::Learner);
     assert!(
         report.all_passed(),
         "{:?}",
@@ -281,17 +281,17 @@ fn hidden_units_run_after_every_shown_test() {
     assert!(all.iter().any(|c| c.kind == TestKind::Hidden));
     // Each unit case loads its tables once: the example units, every system run's
     // actions, then the hidden units, and no unit in between.
-    let first_system = host.events.iter().position(|e| *e == "system").unwrap();
-    let last_system = host.events.iter().rposition(|e| *e == "system").unwrap();
-    let units_before = host.events[..first_system]
+    let first_system = backend.events.iter().position(|e| *e == "system").unwrap();
+    let last_system = backend.events.iter().rposition(|e| *e == "system").unwrap();
+    let units_before = backend.events[..first_system]
         .iter()
         .filter(|e| **e == "unit")
         .count();
-    let units_between = host.events[first_system..last_system]
+    let units_between = backend.events[first_system..last_system]
         .iter()
         .filter(|e| **e == "unit")
         .count();
-    let units_after = host.events[last_system..]
+    let units_after = backend.events[last_system..]
         .iter()
         .filter(|e| **e == "unit")
         .count();
@@ -328,14 +328,14 @@ fn an_exception_that_says_limit_is_not_a_timeout() {
     use delivery_lab::courier::{self, FAIRNESS_TEST};
     use delivery_lab::report::{Audience, TestStatus};
     use delivery_lab::value::LearnerError;
-    let mut host = Recorder::new();
-    host.claims_fail = Some((
+    let mut backend = Recorder::new();
+    backend.claims_fail = Some((
         2000,
         LearnerError::Exception {
             message: "ValueError: over the rate limit; time limit too".into(),
         },
     ));
-    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    let report = courier::grade(&mut backend, 1042, Audience::Learner);
     for t in &report.tests {
         let want = if t.name == FAIRNESS_TEST {
             TestStatus::Fail
@@ -363,9 +363,9 @@ fn a_timeout_in_the_fairness_run_stops_the_tests_after_it() {
     use delivery_lab::courier::{self, cases, CHAOS_TEST, FAIRNESS_TEST};
     use delivery_lab::report::{Audience, TestKind, TestStatus};
     use delivery_lab::value::LearnerError;
-    let mut host = Recorder::new();
-    host.claims_fail = Some((2000, LearnerError::Timeout { limit_s: 20.0 }));
-    let report = courier::grade(&mut host, 1042, Audience::Learner);
+    let mut backend = Recorder::new();
+    backend.claims_fail = Some((2000, LearnerError::Timeout { limit_s: 20.0 }));
+    let report = courier::grade(&mut backend, 1042, Audience::Learner);
     let hidden: Vec<&str> = cases()
         .iter()
         .filter(|c| c.kind == TestKind::Hidden)

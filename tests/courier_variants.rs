@@ -6,8 +6,8 @@
 //! time and two seeds different ones, and every hidden case is varied but the merge
 //! cases, whose two statuses are all their input.
 
-use delivery_lab::courier::reference::{Mistake, RefHost};
-use delivery_lab::courier::sim::{Call, Config, Host, Op, RunStop, Script, StepWorld, Tables};
+use delivery_lab::courier::reference::{Mistake, RefBackend};
+use delivery_lab::courier::sim::{Backend, Call, Config, Op, RunStop, Script, StepWorld, Tables};
 use delivery_lab::courier::step_world::{Interleave, OtherClaim};
 use delivery_lab::courier::units::{reference_outcome, run_case, Outcome, UnitCase};
 use delivery_lab::courier::variant::{inputs, vary, vary_all, Renaming};
@@ -277,7 +277,7 @@ fn the_reference_passes_every_variant_of_every_hidden_case() {
     for v in variant_seeds(100) {
         for (i, case) in hidden_cases() {
             let (varied, r) = vary(&case, v, i);
-            let t = run_case(&mut RefHost::new(None), &varied);
+            let t = run_case(&mut RefBackend::new(None), &varied);
             assert_eq!(
                 t.status,
                 TestStatus::Pass,
@@ -316,7 +316,7 @@ fn every_mistake_gets_the_same_verdict_in_every_variant_as_in_the_fixed_case() {
     let mut caught_varied = 0;
     let mut caught_by_mistake = Vec::new();
     for m in MISTAKES {
-        let verdict = |c: &UnitCase| run_case(&mut RefHost::new(Some(m)), c).status;
+        let verdict = |c: &UnitCase| run_case(&mut RefBackend::new(Some(m)), c).status;
         let fixed: Vec<_> = hidden_cases()
             .into_iter()
             .map(|(i, c)| {
@@ -359,14 +359,14 @@ fn every_mistake_gets_the_same_verdict_in_every_variant_as_in_the_fixed_case() {
 fn correct_solutions_pass_a_whole_run_in_a_variant_and_it_differs_from_the_fixed_run_only_in_what_no_learner_sees(
 ) {
     let fixed = courier::grade_with(
-        &mut RefHost::new(None),
+        &mut RefBackend::new(None),
         courier::DEFAULT_SEED,
         Audience::Learner,
         RunMode::Report,
     );
     for v in variant_seeds(2) {
         let varied = courier::grade_run(
-            &mut RefHost::new(None),
+            &mut RefBackend::new(None),
             courier::DEFAULT_SEED,
             HiddenInputs::Variant(v),
             Audience::Learner,
@@ -381,9 +381,9 @@ fn correct_solutions_pass_a_whole_run_in_a_variant_and_it_differs_from_the_fixed
 #[test]
 fn without_a_variant_a_run_is_the_fixed_run() {
     for m in [None, Some(Mistake::FifoClaim), Some(Mistake::NoHeartbeat)] {
-        let a = courier::grade(&mut RefHost::new(m), 7, Audience::Staff);
+        let a = courier::grade(&mut RefBackend::new(m), 7, Audience::Staff);
         let b = courier::grade_run(
-            &mut RefHost::new(m),
+            &mut RefBackend::new(m),
             7,
             HiddenInputs::Fixed,
             Audience::Staff,
@@ -396,7 +396,7 @@ fn without_a_variant_a_run_is_the_fixed_run() {
 /// The reference, telling everything it is given and everything it sees: the tables
 /// it starts from, each call, each world operation, the tables after.
 struct Teller {
-    inner: RefHost,
+    inner: RefBackend,
     said: String,
     /// In a unit case (loaded tables), not a system run (thousands of steps).
     telling: bool,
@@ -405,14 +405,14 @@ struct Teller {
 impl Teller {
     fn new() -> Teller {
         Teller {
-            inner: RefHost::new(None),
+            inner: RefBackend::new(None),
             said: String::new(),
             telling: false,
         }
     }
 }
 
-impl Host for Teller {
+impl Backend for Teller {
     fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
         self.telling = false;
         self.inner.reset(cfg, stores)

@@ -637,11 +637,11 @@ fn reports_come_in_every_format_the_cli_writes() {
 #[wasm_bindgen_test]
 fn courier_runs_match_native() {
     use delivery_lab::courier::fairness::{fairness_run, FairPlan};
-    use delivery_lab::courier::reference::RefHost;
+    use delivery_lab::courier::reference::RefBackend;
     use delivery_lab::courier::sim::{chaos_run, ChaosPlan};
     let chaos =
-        chaos_run(&mut RefHost::new(None), &ChaosPlan::full(1042)).expect("the run finishes");
-    let fair = fairness_run(&mut RefHost::new(None), &FairPlan::full(1042));
+        chaos_run(&mut RefBackend::new(None), &ChaosPlan::full(1042)).expect("the run finishes");
+    let fair = fairness_run(&mut RefBackend::new(None), &FairPlan::full(1042));
     let actual = format!(
         "{}\n{}\n",
         serde_json::to_string(&chaos).unwrap(),

@@ -1,10 +1,10 @@
 //! The fairness run: 100 stores, one of them sending 10x (steady, then all at once),
-//! workers claiming through a host's `claim`; the other 99 stores' p95 latency
+//! workers claiming through a backend's `claim`; the other 99 stores' p95 latency
 //! (arrival to the message going out, lab ms) against the run where every store is
 //! equal. Sized at about 40% busy so that the noisy store's extra 9% of traffic
 //! barely moves the queue by itself: what moves p95 is the scheduler.
 
-use super::sim::{action_row, read_claim, store_name, Call, Config, Host, RunStop, StepWorld};
+use super::sim::{action_row, read_claim, store_name, Call, Config, Backend, RunStop, StepWorld};
 use crate::report::{Bar, BarGroup, Figure};
 use crate::rng::SeededRng;
 use serde::Serialize;
@@ -142,11 +142,11 @@ enum Ev {
     Free(usize, u64),
 }
 
-/// One load through the host's claim. Returns the other stores' latencies.
-fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64>, u64), RunStop> {
+/// One load through the backend's claim. Returns the other stores' latencies.
+fn one_load(backend: &mut dyn Backend, plan: &FairPlan, load: Load) -> Result<(Vec<u64>, u64), RunStop> {
     let cfg = Config::default();
     let stores: Vec<String> = (0..plan.stores).map(store_name).collect();
-    host.reset(&cfg, &stores)?;
+    backend.reset(&cfg, &stores)?;
     let arr = arrivals(plan, load);
     let mut events: BTreeMap<(u64, u64), Ev> = BTreeMap::new();
     let mut seq = 0;
@@ -161,19 +161,19 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
     let mut bad_claims = 0;
     // The fairness run's claims touch no provider and never fault.
     let calm = StepWorld::calm();
-    let claim = |host: &mut dyn Host, w: usize, now_ms: u64| -> Result<Option<u64>, RunStop> {
+    let claim = |backend: &mut dyn Backend, w: usize, now_ms: u64| -> Result<Option<u64>, RunStop> {
         let call = Call::Claim {
             worker: format!("w{w}"),
             now_ms,
         };
-        let v = host.call(&call, &calm)?;
+        let v = backend.call(&call, &calm)?;
         Ok(read_claim(&v).map_err(RunStop::Failed)?.map(|(id, _)| id))
     };
     while let Some(((t, _), ev)) = events.pop_first() {
         let worker = match ev {
             Ev::Arrive(i) => {
                 let id = i as u64 + 1;
-                host.enqueue(&action_row(id, arr[i].1, t))?;
+                backend.enqueue(&action_row(id, arr[i].1, t))?;
                 waiting.insert(id, i);
                 match idle.iter().position(|x| *x) {
                     Some(w) => w,
@@ -181,13 +181,13 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
                 }
             }
             Ev::Free(w, id) => {
-                host.settle(id, t)?;
+                backend.settle(id, t)?;
                 w
             }
         };
         // The worker asks for work until it gets some or there is none.
         loop {
-            match claim(host, worker, t)? {
+            match claim(backend, worker, t)? {
                 None => {
                     idle[worker] = true;
                     break;
@@ -218,8 +218,8 @@ fn one_load(host: &mut dyn Host, plan: &FairPlan, load: Load) -> Result<(Vec<u64
     Ok((latencies, bad_claims))
 }
 
-/// The three loads through `host`'s claim; ratios against its own equal load.
-pub fn fairness_run(host: &mut dyn Host, plan: &FairPlan) -> FairnessReport {
+/// The three loads through `backend`'s claim; ratios against its own equal load.
+pub fn fairness_run(backend: &mut dyn Backend, plan: &FairPlan) -> FairnessReport {
     let mut report = FairnessReport {
         seed: plan.seed,
         max_ratio: plan.max_ratio,
@@ -228,7 +228,7 @@ pub fn fairness_run(host: &mut dyn Host, plan: &FairPlan) -> FairnessReport {
     };
     let mut base = 0;
     for load in LOADS {
-        match one_load(host, plan, load) {
+        match one_load(backend, plan, load) {
             Ok((lat, bad)) => {
                 let n = lat.len() as u64;
                 let p = p95(lat);

@@ -1,5 +1,5 @@
 //! The world's answer at each database statement and provider call of one step:
-//! what the host asks before it runs one (`host.rs`), and what the step's world
+//! what the backend asks before it runs one (`backend.rs`), and what the step's world
 //! decides (`step_world.rs`).
 
 use super::provider::{LookupAnswer, SendAnswer};
@@ -10,9 +10,9 @@ use serde::Serialize;
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     Go,
-    /// The worker dies here: the host rolls its transaction back and stops the step.
+    /// The worker dies here: the backend rolls its transaction back and stops the step.
     Kill,
-    /// The database is restarting: the host rolls back and the statement fails.
+    /// The database is restarting: the backend rolls back and the statement fails.
     DbDown,
 }
 
@@ -24,7 +24,7 @@ pub struct Killed;
 pub trait Faults {
     fn statement(&mut self, in_tx: bool) -> Fault;
     /// `committed_attempts`: the outbox row's `attempts` as committed when the request
-    /// leaves (read by the host outside the learner's transaction; None: no row).
+    /// leaves (read by the backend outside the learner's transaction; None: no row).
     fn send(
         &mut self,
         key: &str,

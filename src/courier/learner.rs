@@ -1,15 +1,15 @@
 //! The learner's code as a host runs it (`LearnerHost`: the page's worker, the
-//! grading CLI), adapted to this lab's `Host`: each piece's call with its step's
+//! grading CLI), adapted to this lab's `Backend`: each piece's call with its step's
 //! world, and the grader's own operations on the run's database, which the host
 //! keeps (`db_store.py`): typed `StoreOp`s on a path of their own
 //! (`LearnerHost::store`), never a learner call.
 
-use super::sim::{ActionRow, Call, Config, Host, RunStop, StepWorld, Tables};
+use super::sim::{ActionRow, Call, Config, Backend, RunStop, StepWorld, Tables};
 use crate::lab::{learner_call, LearnerHost, StoreOp};
 use crate::value::{LearnerError, Value};
 use serde::Serialize;
 
-pub struct Learner<'a>(pub &'a mut dyn LearnerHost);
+pub struct LearnerBackend<'a>(pub &'a mut dyn LearnerHost);
 
 #[derive(Serialize)]
 struct ResetArgs<'a> {
@@ -19,7 +19,7 @@ struct ResetArgs<'a> {
     schema: &'static str,
 }
 
-impl Learner<'_> {
+impl LearnerBackend<'_> {
     /// A store operation: `{"ok": ...}` or `{"error": {"message": ...}}`.
     fn store(&mut self, op: StoreOp, args: &impl Serialize) -> Result<serde_json::Value, RunStop> {
         let name = op.name();
@@ -47,7 +47,7 @@ impl Learner<'_> {
     }
 }
 
-impl Host for Learner<'_> {
+impl Backend for LearnerBackend<'_> {
     fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
         let args = ResetArgs {
             cfg,

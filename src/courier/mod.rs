@@ -3,14 +3,14 @@
 //! Contract: the course's `labs/courier.md`; the engineering spec is `DESIGN.md`.
 //!
 //! The learner's database is the host's (SQLite in Pyodide); the engine reaches it
-//! through `sim::Host`. Grading: unit tests per piece (`units.rs`, case files in
+//! through `sim::Backend`. Grading: unit tests per piece (`units.rs`, case files in
 //! `examples/` and `hidden-tests/courier/`), then the chaos run and the fairness run.
 
 pub mod chaos_plan;
 pub mod chaos_report;
 pub mod fairness;
 pub mod faults;
-pub mod host;
+pub mod backend;
 pub mod learner;
 pub mod provider;
 pub mod reference;
@@ -28,7 +28,7 @@ use crate::report::{
     Audience, Figure, Report, TestKind, TestReport, TestSheet, TestStatus,
 };
 use fairness::{fairness_run, FairPlan};
-use sim::{chaos_run, ChaosPlan, Host, RunStop};
+use sim::{chaos_run, ChaosPlan, Backend, RunStop};
 use units::{run_case, UnitCase};
 
 pub const ID: &str = "courier";
@@ -167,7 +167,7 @@ impl Lab for Courier {
         audience: Audience,
         mode: RunMode,
     ) -> Report {
-        grade_run(&mut learner::Learner(host), seed, hidden, audience, mode)
+        grade_run(&mut learner::LearnerBackend(host), seed, hidden, audience, mode)
     }
 }
 
@@ -200,7 +200,7 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
     TestReport::new(name, TestKind::Example, status, Some(message))
 }
 
-/// Runs every test against the learner's host and reports. A learner error is
+/// Runs every test against the learner's backend and reports. A learner error is
 /// confined to its test; a run past the time limit stops every test after it.
 ///
 /// The order they run in: the example units, the two system runs, then the hidden
@@ -208,18 +208,18 @@ fn system_test(name: &str, passed: bool, message: String) -> TestReport {
 /// it prints or raises can end up in a shown message; running the hidden units last
 /// means every shown test is final before that. The report lists them in the lab's
 /// order (units, then the system runs).
-pub fn grade(host: &mut dyn Host, seed: u64, audience: Audience) -> Report {
-    grade_with(host, seed, audience, RunMode::Report)
+pub fn grade(backend: &mut dyn Backend, seed: u64, audience: Audience) -> Report {
+    grade_with(backend, seed, audience, RunMode::Report)
 }
 
 /// `grade`, in a given mode (`RunMode::Verdict` stops at the first failed test).
-pub fn grade_with(host: &mut dyn Host, seed: u64, audience: Audience, mode: RunMode) -> Report {
-    grade_run(host, seed, HiddenInputs::Fixed, audience, mode)
+pub fn grade_with(backend: &mut dyn Backend, seed: u64, audience: Audience, mode: RunMode) -> Report {
+    grade_run(backend, seed, HiddenInputs::Fixed, audience, mode)
 }
 
 /// `grade_with`, with the hidden unit cases' inputs `hidden` says (`variant.rs`).
 pub fn grade_run(
-    host: &mut dyn Host,
+    backend: &mut dyn Backend,
     seed: u64,
     hidden: HiddenInputs,
     audience: Audience,
@@ -233,31 +233,31 @@ pub fn grade_run(
         .into_iter()
         .partition(|c| c.kind == TestKind::Example);
     let mut limit = TimeLimit::new(mode);
-    let units = |host: &mut dyn Host, cases: Vec<UnitCase>, limit: &mut TimeLimit| {
+    let units = |backend: &mut dyn Backend, cases: Vec<UnitCase>, limit: &mut TimeLimit| {
         cases
             .iter()
             .map(|case| {
                 limit
-                    .run(case.name, case.kind, || run_case(host, case))
+                    .run(case.name, case.kind, || run_case(backend, case))
                     .for_audience(audience)
             })
             .collect::<Vec<_>>()
     };
-    let mut tests = units(host, examples, &mut limit);
-    let chaos = limit.run(CHAOS_TEST, TestKind::Example, || chaos_test(host, seed));
+    let mut tests = units(backend, examples, &mut limit);
+    let chaos = limit.run(CHAOS_TEST, TestKind::Example, || chaos_test(backend, seed));
     let fairness = limit.run(FAIRNESS_TEST, TestKind::Example, || {
-        fairness_test(host, seed)
+        fairness_test(backend, seed)
     });
-    tests.extend(units(host, hidden, &mut limit));
+    tests.extend(units(backend, hidden, &mut limit));
     tests.extend([chaos, fairness]);
     Report::new(ID, seed, INFO.xp, tests)
 }
 
-fn chaos_test(host: &mut dyn Host, seed: u64) -> TestReport {
+fn chaos_test(backend: &mut dyn Backend, seed: u64) -> TestReport {
     // The system runs' prints are not shown: thousands of steps print.
-    host.take_output();
-    let chaos = chaos_run(host, &ChaosPlan::full(seed));
-    host.take_output();
+    backend.take_output();
+    let chaos = chaos_run(backend, &ChaosPlan::full(seed));
+    backend.take_output();
     match chaos {
         Ok(r) => {
             let mut t = system_test(CHAOS_TEST, r.passed(), r.text(seed));
@@ -274,12 +274,12 @@ fn chaos_test(host: &mut dyn Host, seed: u64) -> TestReport {
     }
 }
 
-fn fairness_test(host: &mut dyn Host, seed: u64) -> TestReport {
+fn fairness_test(backend: &mut dyn Backend, seed: u64) -> TestReport {
     let plan = FairPlan::full(seed);
-    let yours = fairness_run(host, &plan);
-    host.take_output();
+    let yours = fairness_run(backend, &plan);
+    backend.take_output();
     let fifo = fairness_run(
-        &mut reference::RefHost::new(Some(reference::Mistake::FifoClaim)),
+        &mut reference::RefBackend::new(Some(reference::Mistake::FifoClaim)),
         &plan,
     );
     let mut t = system_test(FAIRNESS_TEST, yours.passed(), fairness::text(&yours, &fifo));

@@ -1,4 +1,4 @@
-//! The reference design as a Rust host: an in-memory store with the lab's tables and
+//! The reference design as a Rust backend: an in-memory store with the lab's tables and
 //! the six pieces written as `reference.py` writes them, one fault point per SQL
 //! statement (and one at each commit) at the same places. It proves the simulator
 //! natively (the chaos rows, determinism, WASM against native) and, with a
@@ -7,7 +7,7 @@
 
 use super::provider::{LookupAnswer, SendAnswer};
 use super::sim::{
-    status_name, ActionRow, ActionState, Call, Config, Fault, Faults, Host, OutboxState, RunStop,
+    status_name, ActionRow, ActionState, Call, Config, Fault, Faults, Backend, OutboxState, RunStop,
     StepWorld, StoreState, Tables,
 };
 use crate::value::{LearnerError, Value};
@@ -57,7 +57,7 @@ enum Undo {
 }
 
 #[derive(Default)]
-pub struct RefHost {
+pub struct RefBackend {
     cfg: Config,
     mistake: Option<Mistake>,
     actions: BTreeMap<u64, ActionRec>,
@@ -95,11 +95,11 @@ pub fn merge(current: &str, reported: &str) -> String {
     }
 }
 
-impl RefHost {
-    pub fn new(mistake: Option<Mistake>) -> RefHost {
-        RefHost {
+impl RefBackend {
+    pub fn new(mistake: Option<Mistake>) -> RefBackend {
+        RefBackend {
             mistake,
-            ..RefHost::default()
+            ..RefBackend::default()
         }
     }
 
@@ -463,9 +463,9 @@ fn killed(_: super::sim::Killed) -> Stop {
     })
 }
 
-impl Host for RefHost {
+impl Backend for RefBackend {
     fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop> {
-        *self = RefHost::new(self.mistake);
+        *self = RefBackend::new(self.mistake);
         self.cfg = *cfg;
         for s in stores {
             self.stores.insert(s.clone(), 0);
@@ -552,7 +552,7 @@ impl Host for RefHost {
     }
 }
 
-impl RefHost {
+impl RefBackend {
     /// Every table's rows.
     fn tables(&self) -> Tables {
         Tables {

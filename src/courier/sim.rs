@@ -4,13 +4,13 @@
 //! time moves only when the next event is taken, and every draw comes from the run's
 //! own rng, so a seed replays the same run native or in WASM.
 //!
-//! The database is the host's (SQLite in Pyodide for learners, an in-memory store for
+//! The database is the backend's (SQLite in Pyodide for learners, an in-memory store for
 //! the Rust reference); the simulator reaches it only through the learner's pieces and
 //! three trusted calls (`reset`, `enqueue`, `settle`, plus `outbox` to read the end).
 
 pub use super::chaos_plan::{kill_name, ChaosPlan, KillKind, KILL_KINDS};
 pub use super::chaos_report::{ChaosReport, StoryLine};
-pub use super::host::{Call, Fault, Faults, Host, Killed, RunStop};
+pub use super::backend::{Call, Fault, Faults, Backend, Killed, RunStop};
 pub use super::provider::status_name;
 use super::provider::{tally_of, ChaosTally, Provider, Rates, Timing, Webhook};
 pub use super::step_world::{Op, Script, StepWorld, WorldState};
@@ -137,12 +137,12 @@ fn read_step(call: &Call, v: &Value) -> Result<Step, String> {
     }
 }
 
-struct Chaos<'h> {
-    host: &'h mut dyn Host,
+struct Chaos<'b> {
+    backend: &'b mut dyn Backend,
     plan: ChaosPlan,
     cfg: Config,
     rng: SeededRng,
-    /// The provider, the fault rules and the stories, shared with the host's steps.
+    /// The provider, the fault rules and the stories, shared with the backend's steps.
     world: StepWorld,
     now_ms: u64,
     seq: u64,
@@ -170,7 +170,7 @@ const CRASH_MESSAGES_KEPT: usize = 3;
 /// hundreds of thousands of steps, each a pipe's round trip under `./lab grade`.
 pub const STEPS_PER_ACTION_CAP: u64 = 20;
 
-impl<'h> Chaos<'h> {
+impl<'b> Chaos<'b> {
     fn at(&mut self, t_ms: u64, ev: Ev) {
         self.seq += 1;
         self.events.insert((t_ms, self.seq), ev);
@@ -191,7 +191,7 @@ impl<'h> Chaos<'h> {
     fn step(&mut self, w: Option<usize>, call: Call) -> Option<Step> {
         let worker = w.map_or_else(|| "webhooks".to_string(), |w| self.workers[w].name());
         self.world.begin(self.now_ms, &worker, w.is_some());
-        let answer = self.host.call(&call, &self.world);
+        let answer = self.backend.call(&call, &self.world);
         let killed = self.world.killed();
         self.report.steps += 1;
         if let (Some(kind), Some(w)) = (killed, w) {
@@ -262,7 +262,7 @@ impl<'h> Chaos<'h> {
     /// The worker's process is gone; a new one starts after `respawn_ms`.
     fn crash(&mut self, w: usize) {
         let name = self.workers[w].name();
-        self.host.kill(&name);
+        self.backend.kill(&name);
         let wk = &mut self.workers[w];
         wk.gen += 1;
         wk.job = None;
@@ -494,7 +494,7 @@ impl<'h> Chaos<'h> {
     /// claim take the others' jobs once the lab clock passes it. Read once, by the
     /// trusted side.
     fn lease_not_a_time(&mut self, action: u64, name: &str, holder: &str) -> Option<RunStop> {
-        let tables = match self.host.dump() {
+        let tables = match self.backend.dump() {
             Ok(t) => t,
             Err(e) => return Some(e),
         };
@@ -636,7 +636,7 @@ impl<'h> Chaos<'h> {
 
     fn run(mut self) -> Result<ChaosReport, RunStop> {
         let stores: Vec<String> = (0..self.plan.stores).map(store_name).collect();
-        self.host.reset(&self.cfg, &stores)?;
+        self.backend.reset(&self.cfg, &stores)?;
         // Arrivals: evenly spread with jitter, stores drawn from the seed.
         for id in 1..=self.plan.actions {
             let t = (id - 1) * self.plan.arrivals_ms / self.plan.actions
@@ -678,7 +678,7 @@ impl<'h> Chaos<'h> {
                         .state()
                         .action_of_body
                         .insert(row.body.clone(), id);
-                    self.host.enqueue(&row)?;
+                    self.backend.enqueue(&row)?;
                     self.arrived += 1;
                     self.log(id, format!("arrives for {}", row.store));
                     self.wake_idle();
@@ -715,7 +715,7 @@ impl<'h> Chaos<'h> {
                     self.at(t + 100, Ev::Hooks);
                 }
                 Ev::RestartDb => {
-                    self.host.restart_db();
+                    self.backend.restart_db();
                     self.log(
                         0,
                         format!(
@@ -738,7 +738,7 @@ impl<'h> Chaos<'h> {
         self.report.tally = tally_of(&per_action, actions.iter().copied());
         let finals = world.provider.final_statuses();
         let outbox: BTreeMap<u64, String> = self
-            .host
+            .backend
             .dump()?
             .outbox
             .into_iter()
@@ -789,15 +789,15 @@ impl<'h> Chaos<'h> {
     }
 }
 
-/// The chaos run: the plan's actions through the host's pieces, with kills,
+/// The chaos run: the plan's actions through the backend's pieces, with kills,
 /// freezes, slow workers, one database restart and the provider's webhooks.
-pub fn chaos_run(host: &mut dyn Host, plan: &ChaosPlan) -> Result<ChaosReport, RunStop> {
+pub fn chaos_run(backend: &mut dyn Backend, plan: &ChaosPlan) -> Result<ChaosReport, RunStop> {
     let restart = (
         plan.db_restart_at_ms,
         plan.db_restart_at_ms + plan.db_restart_ms,
     );
     let sim = Chaos {
-        host,
+        backend,
         cfg: Config::default(),
         rng: SeededRng::new(plan.seed),
         world: StepWorld::chaos(

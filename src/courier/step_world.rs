@@ -122,7 +122,7 @@ enum Rule {
 }
 
 /// Everything a step's world needs, shared between the simulator and the handle
-/// the host holds during a call (`StepWorld`).
+/// the backend holds during a call (`StepWorld`).
 pub struct WorldState {
     pub provider: Provider,
     rng: SeededRng,
@@ -143,7 +143,7 @@ pub struct WorldState {
     interleaved: bool,
 }
 
-/// The handle a host's step reaches the world through.
+/// The handle a backend's step reaches the world through.
 #[derive(Clone)]
 pub struct StepWorld(pub(super) Rc<RefCell<WorldState>>);
 

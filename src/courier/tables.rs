@@ -31,8 +31,8 @@ pub struct ActionRow {
     pub created_ms: u64,
 }
 
-/// The lab's tables, row by row, in key order (what `Host::dump` reads and
-/// `Host::load` writes).
+/// The lab's tables, row by row, in key order (what `Backend::dump` reads and
+/// `Backend::load` writes).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Tables {
     pub actions: Vec<ActionState>,

@@ -6,10 +6,10 @@
 //! statement counts are free, so differently written correct pieces pass.
 
 use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
-use super::reference::RefHost;
+use super::reference::RefBackend;
 use super::rules::Rule;
 use super::sim::{
-    ActionState, Call, Config, Host, Op, OutboxState, RunStop, Script, StepWorld, StoreState,
+    ActionState, Call, Config, Backend, Op, OutboxState, RunStop, Script, StepWorld, StoreState,
     Tables,
 };
 use crate::report::{TestKind, TestReport, TestStatus, TraceEvent, TraceStep};
@@ -110,16 +110,16 @@ pub struct Outcome {
 /// What the reference design does in `case`: what a case file's `expect` table
 /// states (`tests/courier_cases.rs` checks that they agree).
 pub fn reference_outcome(case: &UnitCase) -> Result<Outcome, RunStop> {
-    play(&mut RefHost::new(None), case)
+    play(&mut RefBackend::new(None), case)
 }
 
-fn play(host: &mut dyn Host, case: &UnitCase) -> Result<Outcome, RunStop> {
-    play_with(host, case, case.script.clone())
+fn play(backend: &mut dyn Backend, case: &UnitCase) -> Result<Outcome, RunStop> {
+    play_with(backend, case, case.script.clone())
 }
 
-fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Outcome, RunStop> {
-    host.reset(&Config::default(), &[])?;
-    host.load(&case.setup)?;
+fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Result<Outcome, RunStop> {
+    backend.reset(&Config::default(), &[])?;
+    backend.load(&case.setup)?;
     let (now_ms, worker) = match &case.call {
         Call::Claim { worker, now_ms } => (*now_ms, worker.clone()),
         Call::DeliverStep { worker, now_ms, .. } | Call::Heartbeat { worker, now_ms, .. } => {
@@ -129,9 +129,9 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
         _ => (0, "webhooks".into()),
     };
     let world = StepWorld::scripted(script, now_ms, &worker);
-    let returned = host.call(&case.call, &world);
+    let returned = backend.call(&case.call, &world);
     if let Err(LearnerError::Timeout { .. }) = returned {
-        // The host answers nothing more once the limit is reached.
+        // The backend answers nothing more once the limit is reached.
         return Ok(Outcome {
             returned,
             killed: false,
@@ -142,13 +142,13 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
     }
     let killed = world.killed().is_some();
     if killed {
-        host.kill(&worker);
+        backend.kill(&worker);
     }
     if let Some(other) = world.interleave_left() {
         // The other worker's claim waited for the call's transaction: it commits now.
-        let mut t = host.dump()?;
+        let mut t = backend.dump()?;
         other.apply(&mut t, Config::default().lease_ms);
-        host.load(&t)?;
+        backend.load(&t)?;
     }
     let ops = world.ops();
     let statements = ops
@@ -164,7 +164,7 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
         killed,
         provider,
         statements,
-        after: host.dump()?,
+        after: backend.dump()?,
     })
 }
 
@@ -175,7 +175,7 @@ fn play_with(host: &mut dyn Host, case: &UnitCase, script: Script) -> Result<Out
 /// transaction lets the other write in).
 fn serial_outcomes(case: &UnitCase) -> Result<Vec<Outcome>, RunStop> {
     let Some(i) = &case.script.interleave else {
-        return Ok(vec![play(&mut RefHost::new(None), case)?]);
+        return Ok(vec![play(&mut RefBackend::new(None), case)?]);
     };
     let lease_ms = Config::default().lease_ms;
     let alone = Script {
@@ -191,8 +191,8 @@ fn serial_outcomes(case: &UnitCase) -> Result<Vec<Outcome>, RunStop> {
         script: alone.clone(),
     };
     i.claim.apply(&mut first.setup, lease_ms);
-    let other_first = play(&mut RefHost::new(None), &first)?;
-    let mut other_after = play_with(&mut RefHost::new(None), case, alone)?;
+    let other_first = play(&mut RefBackend::new(None), &first)?;
+    let mut other_after = play_with(&mut RefBackend::new(None), case, alone)?;
     i.claim.apply(&mut other_after.after, lease_ms);
     Ok(vec![other_first, other_after])
 }
@@ -409,8 +409,8 @@ fn table_diffs(expected: &Tables, actual: &Tables) -> Vec<String> {
     d
 }
 
-/// Runs one case against the learner's host and reports it.
-pub fn run_case(learner: &mut dyn Host, case: &UnitCase) -> TestReport {
+/// Runs one case against the learner's backend and reports it.
+pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
     let want = serial_outcomes(case);
     learner.take_output();
     let got = play(learner, case);

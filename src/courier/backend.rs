@@ -1,5 +1,5 @@
 //! What a courier run reaches the learner's code through: one call of a piece, the
-//! host that holds the database, and why a run stopped. The world's answer at each
+//! backend that holds the database, and why a run stopped. The world's answer at each
 //! statement and provider call is `faults.rs`'s.
 
 pub use super::faults::{Fault, Faults, Killed};
@@ -10,7 +10,7 @@ use crate::value::{LearnerError, Value};
 use serde::Serialize;
 use std::fmt;
 
-/// One call of a learner piece, as the host receives it.
+/// One call of a learner piece, as the backend receives it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "piece", rename_all = "snake_case")]
 pub enum Call {
@@ -57,7 +57,7 @@ impl Call {
     }
 }
 
-/// Why a run, or a trusted host operation, ended before its end. Typed, so that no
+/// Why a run, or a trusted backend operation, ended before its end. Typed, so that no
 /// decision reads a message's words (a learner's exception may say "limit").
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "stop", content = "message", rename_all = "kebab-case")]
@@ -99,8 +99,11 @@ impl From<LearnerError> for RunStop {
     }
 }
 
-/// The host: the database, the learner's pieces, and the trusted calls around them.
-pub trait Host {
+/// The courier service under test, as the simulation sees it: the database, the
+/// learner's pieces, and the trusted calls around them. The learner's is
+/// `learner::LearnerBackend` (its database in the host's store), the reference's
+/// `reference::RefBackend`.
+pub trait Backend {
     /// A fresh database with the lab's schema and these stores.
     fn reset(&mut self, cfg: &Config, stores: &[String]) -> Result<(), RunStop>;
     /// Trusted: a new pending action.
