@@ -31,8 +31,9 @@ pub struct WorldOp {
     pub args: &'static [Arg],
 }
 
-/// The most arguments a world operation takes (the WASM world object's `op` has
-/// this many argument slots; `tests/labs.rs` holds every lab to it).
+/// The most arguments a world operation takes (the WASM world object's `op`,
+/// `JsWorld::op` in src/wasm.rs, has this many argument slots; `tests/labs.rs`
+/// holds every lab to it).
 pub const OP_ARGS_MAX: usize = 4;
 
 /// An argument of a world operation, already of its `Arg` type, or an answer.
@@ -102,7 +103,7 @@ impl std::fmt::Display for OpError {
 
 /// The world of one learner call, as a host reaches it: each operation of the lab's
 /// `LabInfo::world_ops` by name. A host never needs to know which lab's world it
-/// holds (the WASM boundary has one world object for every lab).
+/// holds (the WASM boundary has one world object, `JsWorld`, for every lab).
 pub trait LabWorld {
     /// The operations this world answers (its lab's `LabInfo::world_ops`).
     fn ops(&self) -> &'static [WorldOp];

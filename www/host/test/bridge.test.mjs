@@ -266,7 +266,7 @@ test('a warm run of every test takes well under the limit', () => {
 
 // The world's protocol lives once, in the registry (src/lab.rs `world_ops`): the
 // grading CLI checks a sandbox's requests against it. Here each lab's WASM world
-// object, as the grader passes it to a call, is one `op` that answers exactly those
+// object (`JsWorld`), as the grader passes it to a call, is one `op` that answers exactly those
 // operations, on arguments of their types, and refuses anything else.
 test('each lab\'s world object answers exactly the operations its registry entry lists', async () => {
   const { loadGrader } = await import('../node_host.mjs');
