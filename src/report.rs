@@ -606,6 +606,22 @@ impl Report {
     }
 }
 
+/// The characters a terminal must not get raw, as inclusive ranges: C0 but tab and
+/// newline, DEL and C1 (they move the cursor, recolour, erase, set the title or the
+/// clipboard), and the bidirectional and zero-width marks (they reorder or hide what
+/// is read). The one list: the CLI's escapes (www/grader/output.mjs) are built from
+/// it through the grader (`Grader::terminal_unsafe`).
+pub const TERMINAL_UNSAFE: &[(char, char)] = &[
+    ('\u{0}', '\u{8}'),
+    ('\u{b}', '\u{1f}'),
+    ('\u{7f}', '\u{9f}'),
+    ('\u{61c}', '\u{61c}'),
+    ('\u{200b}', '\u{200f}'),
+    ('\u{2028}', '\u{202e}'),
+    ('\u{2060}', '\u{2069}'),
+    ('\u{feff}', '\u{feff}'),
+];
+
 /// Text fit for a terminal: every control character but newline and tab (C0, DEL,
 /// C1) and the bidirectional and zero-width marks written as an escape (`\x1b`,
 /// `\u202e`).
@@ -613,11 +629,10 @@ impl Report {
 /// on a terminal: raw, an escape sequence there could erase lines, print fake ones,
 /// write the clipboard or reorder what is read.
 pub fn terminal_safe(s: &str) -> String {
-    // The same set as www/grader/output.mjs's UNSAFE, which a test holds them to.
     let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{2069}' | '\u{feff}')
+        TERMINAL_UNSAFE
+            .iter()
+            .any(|&(lo, hi)| (lo..=hi).contains(&c))
     };
     if !s.chars().any(unsafe_char) {
         return s.to_string();

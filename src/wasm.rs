@@ -244,6 +244,16 @@ impl Grader {
         to_json(&list)
     }
 
+    /// JSON `[[first, last], ...]`: the code points a terminal must not get raw
+    /// (report.rs `TERMINAL_UNSAFE`), for the CLI's own escapes of what it prints.
+    pub fn terminal_unsafe(&self) -> Result<String, JsError> {
+        let ranges: Vec<[u32; 2]> = crate::report::TERMINAL_UNSAFE
+            .iter()
+            .map(|&(lo, hi)| [lo as u32, hi as u32])
+            .collect();
+        to_json(&ranges)
+    }
+
     /// JSON of everything the page shows before a run; throws for an unknown lab.
     pub fn lab(&self, lab_id: &str) -> Result<String, JsError> {
         let lab = find_lab(lab_id)?;

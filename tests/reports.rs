@@ -343,3 +343,35 @@ fn the_text_report_shows_control_characters_as_escapes() {
     // Text without such characters is unchanged.
     assert_eq!(delivery_lab::report::terminal_safe("a\tb\nc"), "a\tb\nc");
 }
+
+/// The one list of terminal-unsafe characters is every control character (Unicode's
+/// Cc: C0, DEL, C1) but newline and tab, and the bidirectional and zero-width marks,
+/// and nothing else; sorted and apart, so the CLI's character class built from it
+/// (www/grader/output.mjs) is well formed.
+#[test]
+fn terminal_unsafe_is_the_controls_and_the_invisible_marks() {
+    use delivery_lab::report::{terminal_safe, TERMINAL_UNSAFE};
+    let marks = |c: char| {
+        matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    };
+    for c in (0..=0x10ffffu32).filter_map(char::from_u32) {
+        let want = (c.is_control() && c != '\n' && c != '\t') || marks(c);
+        let listed = TERMINAL_UNSAFE
+            .iter()
+            .any(|&(lo, hi)| (lo..=hi).contains(&c));
+        assert_eq!(listed, want, "U+{:04X}", c as u32);
+        assert_eq!(
+            terminal_safe(&c.to_string()) != c.to_string(),
+            want,
+            "U+{:04X}",
+            c as u32
+        );
+    }
+    for w in TERMINAL_UNSAFE.windows(2) {
+        assert!(
+            w[0].0 <= w[0].1 && (w[0].1 as u32) + 1 < w[1].0 as u32,
+            "{w:?}"
+        );
+    }
+}

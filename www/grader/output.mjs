@@ -1,20 +1,35 @@
 // What the CLI prints and serves of a report: text fit for a terminal, and the
 // report's JSON line, bounded.
+import { loadGrader } from '../host/node_host.mjs';
 
 /** The longest JSON line of one submission (the report's fields are capped in the engine). */
 export const LINE_CAP_BYTES = 64 * 1024;
 
 // Characters that move a terminal's cursor, recolour, erase or reorder text: C0
 // (but newline and tab), DEL, C1, and the bidirectional and zero-width marks. The
-// same set as report.rs terminal_safe, which a test holds them to.
-const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+// engine's list (report.rs TERMINAL_UNSAFE, which its text reports escape), read
+// from the grader when this module loads. Without a built grader (a usage error,
+// --help) the module still loads; escaping then throws, since nothing is graded.
+const u = (cp) => `\\u{${cp.toString(16)}}`;
+let UNSAFE = null;
+let noGrader = null;
+try {
+  const ranges = JSON.parse(new (await loadGrader()).Grader().terminal_unsafe());
+  UNSAFE = new RegExp(`[${ranges.map(([lo, hi]) => (lo === hi ? u(lo) : `${u(lo)}-${u(hi)}`)).join('')}]`, 'gu');
+} catch (e) {
+  noGrader = e;
+}
+const unsafe = () => {
+  if (!UNSAFE) throw new Error(`the grader is needed for the terminal's escapes: ${noGrader?.message}`);
+  return UNSAFE;
+};
 const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, '0');
 /** Text fit for a terminal: each of those characters as an escape (`\x1b`, `\u202e`). */
-export const terminalSafe = (s) => String(s).replace(UNSAFE, (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
+export const terminalSafe = (s) => String(s).replace(unsafe(), (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
 /** A value as one line of JSON with each of those characters as a \u escape (the
  *  same JSON to a parser; JSON.stringify escapes only C0): what the CLI prints and
  *  serves, and what LINE_CAP_BYTES is measured on. */
-export const jsonText = (value) => JSON.stringify(value).replace(UNSAFE, (c) => `\\u${hex(c, 4)}`);
+export const jsonText = (value) => JSON.stringify(value).replace(unsafe(), (c) => `\\u${hex(c, 4)}`);
 
 /** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
 export function jsonLine(report, { file = null, durationMs = null } = {}) {

@@ -182,9 +182,10 @@ test('no control sequence from a submission reaches the terminal, in text or jso
   assert.ok(line.tests[0].message.includes('ValueError: \x1b[1A\x1b[2K\x1b]52;c;cHduZWQ=\x07 23/23 PASS\r\x9b2J\x7f\u202e'), line.tests[0].message);
 });
 
-// One set of characters a terminal must not get raw, written twice (the engine's
-// text report, report.rs terminal_safe; the CLI's file names and JSON lines,
-// output.mjs): held to each other over the first 0x3000 code points and U+FEFF.
+// One set of characters a terminal must not get raw (report.rs TERMINAL_UNSAFE): the
+// engine's text report escapes it, and the CLI's file names and JSON lines
+// (output.mjs) escape the character class it builds from the grader's list. The two
+// escape the same characters over the first 0x3000 code points and U+FEFF.
 test('the engine and the CLI escape exactly the same characters for a terminal', LIMIT, async () => {
   const { terminalSafe } = await import('../output.mjs');
   const grader = new (await loadGrader()).Grader();
