@@ -113,6 +113,10 @@ const sameMutant = (a, b) => a.operator === b.operator && a.occurrence === b.occ
  * before, after}], seconds, tool }.
  */
 export async function mutateLab(lab, { log = () => {} } = {}) {
+  // Said first: without them the run below would wait on a child that never started.
+  for (const tool of [VENV_PY, COSMIC_RAY]) {
+    if (!fs.existsSync(tool)) throw new Error(`${tool} is missing: ./lab mutants (or ./lab test) makes the project venv with cosmic-ray`);
+  }
   const grader = new (await loadGrader()).Grader();
   const { reference_py: reference, time_limit_s: limitS } = JSON.parse(grader.lab(lab));
   const limit = watchdog(limitS);
@@ -191,6 +195,9 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
     // The channel itself, on the unmutated file: it must say "survived".
     await new Promise((resolve, reject) => {
       const child = spawn(VENV_PY, ['client.py', socket, 'reference.py'], { cwd: dir, stdio: 'ignore' });
+      // A child that could not start emits 'error' and never 'exit': the run ends, and
+      // the finally closes the server (left listening, it would keep this process alive).
+      child.on('error', reject);
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${lab}: the test command fails the reference (exit ${code}): ${failures.join('; ')}`))));
     });
     run('init', 'cosmic-ray.toml', 'session.sqlite');
@@ -207,6 +214,7 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
         reject(new Error(`${lab}: cosmic-ray exec did not finish within ${deadlineS} s (${graded} of ${mutants} mutants graded)`));
       }, deadlineS * 1000);
       child.stderr.on('data', (d) => { if (err.length < 64_000) err += d; });
+      child.on('error', (e) => { clearTimeout(deadline); reject(e); });
       child.on('exit', (code) => {
         clearTimeout(deadline);
         if (code === 0) resolve();
