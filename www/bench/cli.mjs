@@ -45,7 +45,7 @@ for (const jobs of [1, 2]) {
   t = performance.now();
   const cpu0 = process.cpuUsage();
   const spawner0 = pool.spawnerCpuMs();
-  const lines = await Promise.all(subs.map(([, source]) => pool.grade({ source }).then((s) => JSON.parse(s))));
+  const lines = await Promise.all(subs.map(([, source]) => pool.grade({ source })));
   const wall = (performance.now() - t) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const coordCpu = (cpu.user + cpu.system) / 1e6 + (pool.spawnerCpuMs() - spawner0) / 1000;

@@ -32,6 +32,7 @@ import { benchMix } from './mix.mjs';
 import { createGradingPool } from '../grader/pool.mjs';
 import { hiddenSeedOf } from '../grader/hidden.mjs';
 import { jailProblem } from '../grader/jail.mjs';
+import { jsonText } from '../grader/output.mjs';
 import { loadGrader } from '../host/node_host.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -125,7 +126,7 @@ async function anchor(jobs) {
   const cpu0 = coordMs(process.pid);
   const t = performance.now();
   const lines = await Promise.all(sources.map((source) => pool.grade({ lab: LAB, source, seed: lab.default_seed, format: 'json', hidden: hiddenOf(source) })
-    .then((s) => String(s).trim())));
+    .then(jsonText)));
   const wall = (performance.now() - t) / 1000;
   const cpuMs = (coordMs(process.pid) - cpu0) / N;
   const machine = done();

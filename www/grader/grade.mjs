@@ -181,7 +181,7 @@ async function gradeOne(i) {
   const out = read.error !== undefined
     ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden })
     : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden });
-  const engineLine = JSON.parse(out.json);
+  const engineLine = out.json; // the pool's line (an object), serialised once, by flush()
   const line = staffLine(engineLine, hiddenSeed);
   line.file = file;
   if (line.duration_ms == null) line.duration_ms = Math.round(performance.now() - t0);

@@ -278,7 +278,7 @@ if (o.selfCheck) {
   let line;
   try {
     await pool.ready;
-    line = JSON.parse(await pool.grade({ lab: o.lab, source: lab.reference_py, format: 'json' }));
+    line = await pool.grade({ lab: o.lab, source: lab.reference_py, format: 'json' });
   } finally {
     await pool.close();
   }
@@ -337,7 +337,7 @@ try {
   await pool.ready;
   const out = await pool.gradeMany({ lab: o.lab, source: read.text, formats: ['json', o.format], hidden });
   write(out[o.format]);
-  const line = JSON.parse(out.json);
+  const line = out.json;
   const seen = hidden.seed === null ? '' : `; hidden seed ${hidden.seed}: ./lab grade --lab ${o.lab} --hidden-seed ${hidden.seed} FILE replays it`;
   process.stdout.write(`${o.lab}: ${line.status} ${line.passed}/${line.total} (${path.basename(found.file)}${seen})\n`);
 } catch (e) {

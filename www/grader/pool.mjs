@@ -11,6 +11,7 @@
 //   const pool = createGradingPool({ jobs: 2 });
 //   await pool.ready;
 //   const line = await pool.grade({ lab, source, seed, format: 'json', signal });   // lab: an id, or the first
+//   process.stdout.write(`${jsonText(line)}\n`);   // json: the line as an object; each caller serialises it
 //   await pool.close();
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
 import { isRoot, jailCommand, jailProblem, killUid, PERMISSION_FLAG, uidHasProcess } from './jail.mjs';
-import { jsonLine, jsonText } from './output.mjs';
+import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import { SANDBOX, sandboxCommand, sandboxNodeFlags } from './sandbox_command.mjs';
@@ -532,12 +533,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     ? `Stopped: the run was still going after ${job.limitS * wallFactor} s (it may wait ${wallFactor} times its ${job.limitS} s limit of CPU time).`
     : `Stopped: the run took longer than the ${job.limitS} s limit of CPU time.`);
 
-  /** The outputs a job asked for, from one report source. */
+  /** The outputs a job asked for, from one report source: json as the CLI's line
+   *  (an object, output.mjs jsonLine), the other formats as the engine's text. */
   function reportsFor(job, kind, message, durationMs) {
     const out = {};
     for (const format of job.formats) {
       out[format] = format === 'json'
-        ? jsonText(jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json', job.hidden?.statuses)), { durationMs }))
+        ? jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json', job.hidden?.statuses)), { durationMs })
         : grader[kind](job.lab, job.seed, message, format, job.hidden?.statuses);
     }
     return out;
@@ -560,7 +562,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     // The grader's own reports; at the limit, the tests that finished before it
     // keep their results, as on the page.
     const out = { ...m.outputs };
-    if (out.json !== undefined) out.json = jsonText(jsonLine(JSON.parse(out.json), { durationMs }));
+    if (out.json !== undefined) out.json = jsonLine(JSON.parse(out.json), { durationMs });
     return out;
   }
 
@@ -583,12 +585,15 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     ready,
     stats,
     isolated: sandbox,
-    /** Grades one submission; resolves to its report in `format` (json: the CLI's line, file null). */
+    /** Grades one submission; resolves to its report in `format`: json, the CLI's line as an
+     *  object (output.mjs jsonLine, file null; serialise it with output.mjs jsonText, which
+     *  keeps it within LINE_CAP_BYTES as sent), any other format the engine's text. */
     async grade({ lab, source, seed, format = 'json', signal, hidden }) {
       return (await this.gradeMany({ lab, source, seed, formats: [format], signal, hidden }))[format];
     },
     /**
-     * Like grade, in several formats at once: resolves to { [format]: text }.
+     * Like grade, in several formats at once: resolves to { [format]: report } (json's
+     * the line object, the others' text).
      * `signal` (an AbortSignal) withdraws the submission: out of the queue, or its
      * sandbox killed at once; the promise then rejects with an AbortError.
      */

@@ -47,6 +47,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
 import { command, usageExit, UsageError } from './args.mjs';
 import { allowedOrigin, hostName, SERVE } from './commands.mjs';
+import { jsonText } from './output.mjs';
 import Ajv from 'ajv';
 import { SEED_MAX } from '../host/engine.mjs';
 
@@ -213,8 +214,9 @@ async function knownLabs(root) {
 
 /**
  * The handler of POST /grade over a grading pool ({ grade({lab, source, seed, format,
- * signal}) → Promise<string> }; when `signal` aborts, the job leaves the queue or its
- * sandbox is killed, and the promise rejects). At most `jobs` run and `jobs ×
+ * signal}) → Promise<line> }, line: the CLI's json line as an object, output.mjs
+ * jsonLine's, which the answer serialises; when `signal` aborts, the job leaves the
+ * queue or its sandbox is killed, and the promise rejects). At most `jobs` run and `jobs ×
  * waitingPerJob` wait, each client address (the socket's remote address) at most
  * `perClient` of them; past either the answer is 429 with Retry-After. A client that
  * goes away before its answer aborts its job. Requests with an Origin header other
@@ -400,9 +402,10 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
     socket.once('close', gone);
     Promise.resolve()
       .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), hidden: hiddenOf(lab, source), format: 'json', signal: controller.signal }))
-      .then((json) => {
+      .then((line) => {
         counts.graded += 1;
-        reply(res, 200, String(json).trim());
+        // The pool's line (an object), serialised here, once: output.mjs jsonText.
+        reply(res, 200, jsonText(line));
       }, (e) => {
         if (controller.signal.aborted) { counts.aborted += 1; return; }
         if (e?.code === 'ESANDBOXSTART') {

@@ -214,7 +214,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
             if (transient(e)) unavailable(res, e);
             else { counts.failed += 1; log(`POST /grade failed: ${e?.stack || e}`); reply(res, 500, { error: 'the server failed to store this submission' }); }
           }
-          return '';
+          return null; // never sent: store() has answered
         },
       },
     });

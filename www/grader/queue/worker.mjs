@@ -17,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseOrExit } from '../args.mjs';
 import { WORKER } from '../commands.mjs';
+import { jsonText } from '../output.mjs';
 import { createGradingPool } from '../pool.mjs';
 import {
   SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
@@ -130,10 +131,11 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
       let report = hit.rows[0]?.report;
       if (report !== undefined) stats.fromCache += 1;
       else {
-        report = String(await grader.grade({
+        // The pool's line (an object), serialised once, as serve.mjs answers it.
+        report = jsonText(await grader.grade({
           lab: job.lab, source: JSON.parse(job.source_json), seed: job.seed, format: 'json', signal: controller.signal,
           hidden: { seed: job.hidden_seed === null ? null : Number(job.hidden_seed), statuses: job.hidden_statuses },
-        })).trim();
+        }));
       }
       const ms = Math.round(performance.now() - t0);
       stats.busyMs += ms;

@@ -47,7 +47,7 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
   try {
     await pool.ready;
     const entries = Object.entries(CASES);
-    const lines = await Promise.all(entries.map(([how, [, , lab]]) => pool.grade({ source: `# ${how}\n`, lab }).then(JSON.parse)));
+    const lines = await Promise.all(entries.map(([how, [, , lab]]) => pool.grade({ source: `# ${how}\n`, lab })));
     entries.forEach(([how, [status, says]], i) => {
       const line = lines[i];
       const text = [line.message ?? '', ...line.tests.map((t) => t.message ?? '')].join('\n');
@@ -60,12 +60,12 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
     assert.equal(pool.stats.stoppedByCpu, 3);
     // A sandbox that keeps the protocol and lies (every call "sent", no operation
     // on its world) is graded on what it did: it fails.
-    const liar = JSON.parse(await pool.grade({ source: '# liar\n' }));
+    const liar = await pool.grade({ source: '# liar\n' });
     assert.equal(liar.status, 'fail');
     assert.ok(liar.passed < liar.total);
     assert.equal(pool.stats.interfered, 9);
     // Waiting is not running: 6 s asleep, then graded on what it did.
-    const late = JSON.parse(await pool.grade({ source: '# slow-start\n' }));
+    const late = await pool.grade({ source: '# slow-start\n' });
     assert.equal(late.status, 'fail');
     assert.ok(late.passed < late.total);
     assert.ok(late.tests.every((t) => !/Stopped/.test(t.message ?? '')), JSON.stringify(late).slice(0, 300));
@@ -80,7 +80,7 @@ test('a sandbox that floods the pipe with valid frames is stopped at the run\'s 
   const pool = createGradingPool({ jobs: 1, timeoutS: 60, sandboxScript: FAKE });
   try {
     await pool.ready;
-    const line = JSON.parse(await pool.grade({ source: '# byte-flood\n' }));
+    const line = await pool.grade({ source: '# byte-flood\n' });
     assert.equal(line.status, 'error');
     assert.equal(line.message, `${INTERFERED}: it sent more than 64 MB to the grader.`);
   } finally {

@@ -75,10 +75,10 @@ test('each courier submission gets a store of its own: the grading thread that h
   try {
     await pool.ready;
     assert.equal(pool.stats.threadsStarted, 1);
-    const a = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
+    const a = await pool.grade({ lab: 'courier', source: raises });
     // Lab 1's submissions touch no store: the thread that grades them stays.
-    const b = JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py }));
-    const c = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
+    const b = await pool.grade({ lab: 'deliver-once', source: lab1.reference_py });
+    const c = await pool.grade({ lab: 'courier', source: raises });
     assert.deepEqual([a.status, b.status, c.status], ['fail', 'pass', 'fail']);
     // The same file, the same seed, a fresh store: the same report.
     assert.deepEqual({ ...c, duration_ms: 0 }, { ...a, duration_ms: 0 });
@@ -105,8 +105,8 @@ test('a pool grades with the grader it started with, whatever is built after', {
   try {
     await pool.ready;
     for (const file of Object.values(graderFiles(pkgDir))) fs.writeFileSync(file, 'not a grader');
-    const a = JSON.parse(await pool.grade({ lab: 'courier', source: raises }));
-    const b = JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py }));
+    const a = await pool.grade({ lab: 'courier', source: raises });
+    const b = await pool.grade({ lab: 'deliver-once', source: lab1.reference_py });
     assert.deepEqual([a.status, b.status], ['fail', 'pass']);
     assert.equal(pool.stats.threadsStarted, 2, 'lab 1 was graded by a thread started after the change');
   } finally {
@@ -134,7 +134,7 @@ test('a statement that runs long in one step is stopped at the limit and its gra
   try {
     await pool.ready;
     const t0 = performance.now();
-    const r = JSON.parse(await pool.grade({ lab: 'courier', source: bomb }));
+    const r = await pool.grade({ lab: 'courier', source: bomb });
     const tookMs = performance.now() - t0;
     assert.equal(r.status, 'fail');
     assert.equal(r.tests[0].status, 'timeout');
@@ -145,7 +145,7 @@ test('a statement that runs long in one step is stopped at the limit and its gra
     // own minutes of CPU (on a quiet machine, about the 2 s limit and the grace).
     assert.ok(tookMs < (LIMIT_S * WALL_FACTOR + THREAD_GRACE_MS / 1000) * 1000 + 8000, `${tookMs} ms`);
     // The slot is free: the next submission is graded by the new thread.
-    assert.equal(JSON.parse(await pool.grade({ lab: 'deliver-once', source: lab1.reference_py })).status, 'pass');
+    assert.equal((await pool.grade({ lab: 'deliver-once', source: lab1.reference_py })).status, 'pass');
   } finally {
     await pool.close();
   }

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadGrader } from '../../host/node_host.mjs';
-import { LINE_CAP_BYTES } from '../output.mjs';
+import { jsonText, LINE_CAP_BYTES } from '../output.mjs';
 import { createGradingPool } from '../pool.mjs';
 import { sandboxCommand } from '../sandbox_command.mjs';
 import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } from '../jail.mjs';
@@ -350,7 +350,8 @@ test('the pool module API: grade() in json and other formats, queued(), close()'
     pool.grade({ lab: 'deliver-once', source: REFERENCE, seed: 3 }),
     pool.grade({ lab: 'deliver-once', source: STARTER, seed: 3, format: 'exercism' }),
   ]);
-  const line = JSON.parse(a);
+  // json: the CLI's line, an object (the caller serialises it); other formats: text.
+  const line = a;
   assert.equal(line.file, null);
   assert.equal(line.status, 'pass');
   assert.equal(line.seed, 3);
@@ -501,15 +502,15 @@ test('no signal leaves a sandbox: a process of another sandbox\'s uid outside, a
     const spawner = spawnerPid();
     killer = killer.replace('SENTINELS', `${sentinel.pid}, ${spawner}, ${process.pid}, ${process.ppid}`);
     const [k, sibling] = await Promise.all([
-      pool.grade({ source: killer }).then(JSON.parse),
-      pool.grade({ source: REFERENCE }).then(JSON.parse),
+      pool.grade({ source: killer }),
+      pool.grade({ source: REFERENCE }),
     ]);
     assert.equal(k.status, 'error');
     assert.match(k.message, /ended the grader's Python process/);
     assert.equal(sibling.status, 'pass', allMessages(sibling).slice(0, 300));
     assert.equal(sentinel.exitCode, null, 'the sentinel was killed');
     assert.equal(sentinel.signalCode, null, 'the sentinel was killed');
-    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     assert.equal(spawnerPid(), spawner, 'the spawner was killed');
   } finally {
     sentinel.kill('SIGKILL');
@@ -530,7 +531,7 @@ test('the spawner killed: its sandboxes go with it, the pool starts another and 
     // The spare dies with its parent (--die-with-parent), and is replaced.
     assert.deepEqual(await leftOf(spare), [], 'the spare outlived its spawner');
     await new Promise((r) => setTimeout(r, 200));
-    const line = JSON.parse(await pool.grade({ source: REFERENCE }));
+    const line = await pool.grade({ source: REFERENCE });
     assert.equal(line.status, 'pass', allMessages(line).slice(0, 300));
     assert.notEqual(spawnerPid(), first);
     assert.ok(pool.stats.spawned >= 2);
@@ -560,7 +561,7 @@ test('the memory cap: a bomb raises MemoryError inside Python at the cap', LIMIT
   const pool = createGradingPool({ jobs: 1, memoryMb: 256, timeoutS: 20 });
   await pool.ready;
   const bomb = 'hog = []\ndef deliver_once(task, provider, kv, policy):\n    while True:\n        hog.append(bytearray(16 * 1024 * 1024))\n\ndef next_step(task, result, now, policy, rng):\n    return None\n';
-  const line = JSON.parse(await pool.grade({ source: bomb }));
+  const line = await pool.grade({ source: bomb });
   await pool.close();
   assert.equal(line.status, 'fail');
   assert.ok(allMessages(line).includes('MemoryError'), allMessages(line).slice(0, 500));
@@ -579,11 +580,11 @@ test('a fresh sandbox process per submission: poison, plants and a syntax error\
       + 'def deliver_once(task, provider, kv, policy):\n    return "sent"\n\ndef next_step(task, result, now, policy, rng):\n    return ("drop", None)\n');
     let graded = 0;
     for (const source of poison) {
-      const bad = JSON.parse(await pool.grade({ source }));
+      const bad = await pool.grade({ source });
       assert.notEqual(bad.status, 'pass');
-      const good = JSON.parse(await pool.grade({ source: REFERENCE }));
+      const good = await pool.grade({ source: REFERENCE });
       assert.equal(good.status, 'pass', allMessages(good).slice(0, 500));
-      const wrong = JSON.parse(await pool.grade({ source: STARTER }));
+      const wrong = await pool.grade({ source: STARTER });
       assert.equal(wrong.status, 'fail');
       graded += 3;
     }
@@ -591,7 +592,7 @@ test('a fresh sandbox process per submission: poison, plants and a syntax error\
     // everywhere it can (its heap, linecache, sys.modules, JavaScript's globals)
     // and says what it found in every example test's message.
     const SECRET = 'SECRET-of-the-previous-learner-8d41';
-    const syntax = JSON.parse(await pool.grade({ source: `# ${SECRET}\ndef deliver_once(task, provider, kv, policy)\n    return "${SECRET}"\n` }));
+    const syntax = await pool.grade({ source: `# ${SECRET}\ndef deliver_once(task, provider, kv, policy)\n    return "${SECRET}"\n` });
     assert.equal(syntax.status, 'error');
     const seeker = `import gc, linecache, sys
 def _look():
@@ -643,12 +644,13 @@ def next_step(task, result, now, policy, rng):
   try {
     await pool.ready;
     const out = await pool.gradeMany({ source: teller, formats: ['json', 'text', 'exercism', 'gradescope'] });
-    const line = JSON.parse(out.json);
+    const line = out.json;
     assert.equal(line.status, 'fail');
     // It did run and tell (an example's message has its own task's key)...
     assert.match(allMessages(line), /seen so far: .*order-1042:shipped/);
     // ...and no hidden input is in any format of the report.
-    for (const [format, text] of Object.entries(out)) {
+    for (const [format, report] of Object.entries(out)) {
+      const text = format === 'json' ? jsonText(report) : report;
       for (const k of hiddenKeys) assert.ok(!text.includes(k), `${format} shows the hidden key ${k}`);
     }
   } finally {
@@ -794,7 +796,7 @@ test('a withdrawn submission (AbortSignal) leaves the queue or has its sandbox k
     await assert.rejects(a, { name: 'AbortError' });
     assert.ok(performance.now() - t0 < 1000, 'the running submission took over 1 s to end');
     assert.equal(pool.queued(), 0);
-    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     const pre = new AbortController();
     pre.abort();
     await assert.rejects(pool.grade({ source: REFERENCE, signal: pre.signal }), { name: 'AbortError' });
@@ -812,10 +814,10 @@ test('a submission that runs longer than a sandbox may take to start does not co
   const pool = createGradingPool({ jobs: 1, timeoutS: 9, bootLimitS: 4 });
   try {
     await pool.ready;
-    const slow = JSON.parse(await pool.grade({ source: loop }));
+    const slow = await pool.grade({ source: loop });
     assert.equal(slow.status, 'fail');
     assert.ok(slow.tests.some((t) => t.status === 'timeout'), JSON.stringify(slow).slice(0, 500));
-    const next = JSON.parse(await pool.grade({ source: REFERENCE }));
+    const next = await pool.grade({ source: REFERENCE });
     assert.equal(next.status, 'pass', JSON.stringify(next).slice(0, 500));
   } finally {
     await pool.close();

@@ -114,7 +114,7 @@ function post(url, body, headers = { 'Content-Type': 'application/json' }, { met
 
 // ---------------------------------------------------------------------------
 // The fake pool: the API of www/grader/pool.mjs (grade({lab, source, seed}) → the CLI's
-// json line, with file: null), graded one at a time by the engine in Node with the
+// json line as an object, with file: null), graded one at a time by the engine in Node with the
 // full grader (www/pkg, hidden tests included), plus an optional delay per job.
 
 /** The CLI's json line for a report (the shape of grader/pool.mjs's jsonLine, file null). */
@@ -144,7 +144,7 @@ function fakePool({ delayMs = 0 } = {}) {
         if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
         if (lab !== 'deliver-once') throw new Error(`unknown lab ${lab}`);
         pool.grades += 1;
-        return `${JSON.stringify(cliLine(engine.run(source, { seed })))}\n`;
+        return cliLine(engine.run(source, { seed }));
       });
       chain = job.catch(() => {});
       return job;
@@ -470,7 +470,7 @@ test('real pool: each submission\'s hidden inputs are drawn from the server\'s s
 // ---------------------------------------------------------------------------
 // Whom the server serves, and how it holds up. No build: PLAIN and a fake pool that
 // honours grader/pool.mjs's contract exactly: grade({lab, source, seed, format, signal})
-// → the json line; when `signal` aborts, a waiting job leaves the queue and a running
+// → the json line (an object); when `signal` aborts, a waiting job leaves the queue and a running
 // one is stopped at once, and the promise rejects with an Error named AbortError.
 // Here a job runs until release() (or `ms`), `jobs` at a time; `log` says what
 // became of each ('start', 'done', 'left-queue', 'killed').
@@ -503,7 +503,7 @@ function abortablePool({ jobs = 1, ms = null } = {}) {
           running.delete(job);
           signal?.removeEventListener('abort', onAbort);
           pool.log.push(['done', source]);
-          resolve(`${JSON.stringify({ file: null, lab, status: 'pass', source, seed: seed ?? 1 })}\n`);
+          resolve({ file: null, lab, status: 'pass', source, seed: seed ?? 1 });
           pump();
         };
         signal?.addEventListener('abort', onAbort, { once: true });

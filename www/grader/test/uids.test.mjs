@@ -137,7 +137,7 @@ test('each sandbox runs as a uid of its own: two of one pool, of two pools, with
     const lines = await Promise.all([
       a.grade({ source: REFERENCE }), a.grade({ source: STARTER }), b.grade({ source: REFERENCE }),
     ]);
-    assert.deepEqual(lines.map((l) => JSON.parse(l).status), ['pass', 'fail', 'pass']);
+    assert.deepEqual(lines.map((l) => l.status), ['pass', 'fail', 'pass']);
     // Their sandboxes discarded, nothing of their uids lives, the escapee included,
     // while the pools go on.
     assert.equal(await Promise.race([escapeeEnd, sleep(10_000).then(() => 'alive')]), 'SIGKILL');
@@ -255,7 +255,7 @@ test('/proc/PID/mem and environ of another sandbox: a process of one sandbox uid
     assert.ok(DENIED.includes(fromOther.mem.code), `spare's mem: ${JSON.stringify(fromOther.mem)}`);
     assert.ok(DENIED.includes(fromOther.environ.code), `spare's environ: ${JSON.stringify(fromOther.environ)}`);
     // And it still grades.
-    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
   } finally {
     victim.kill('SIGKILL');
     killUid(victimUid);
@@ -346,7 +346,7 @@ test('grading threads whose grader does not load: the slot is down with the type
     // it: that replacement, and every one after it, fails to load its grader.
     const courier = JSON.parse(new (await loadGrader()).Grader().lab('courier')).starter_py;
     failing = true;
-    const first = JSON.parse(await pool.grade({ lab: 'courier', source: courier }));
+    const first = await pool.grade({ lab: 'courier', source: courier });
     assert.equal(first.status, 'fail', first.message);
     assert.equal(pool.stats.storeReuses, 0);
     await until('the pool down', () => pool.unavailable(), 60_000);
@@ -360,8 +360,8 @@ test('grading threads whose grader does not load: the slot is down with the type
     await until('a retry', () => pool.stats.threadStartFailures > 4, 10_000);
     failing = false;
     await until('the pool up again', () => !pool.unavailable(), 30_000);
-    assert.equal(JSON.parse(await pool.grade({ source: REFERENCE })).status, 'pass');
-    assert.equal(JSON.parse(await pool.grade({ source: STARTER })).status, 'fail');
+    assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
+    assert.equal((await pool.grade({ source: STARTER })).status, 'fail');
   } finally {
     await pool.close();
   }
