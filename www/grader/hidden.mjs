@@ -60,6 +60,17 @@ export function hiddenPolicy({ secret, statuses = 'each', variantLabs }) {
   return (lab, source) => ({ seed: labs.has(lab) ? hiddenSeedOf(secret, lab, source) : null, statuses });
 }
 
+/**
+ * A grading service's policy (serve.mjs --grading, the queue's front.mjs): hiddenPolicy
+ * over the labs of `registry` (the grader's: labs(), lab(id), as JSON) that have
+ * hidden_variants, its secret read from `secretFile` (a SecretError when it cannot be
+ * used) or, without one, a secret of this process's own.
+ */
+export function servicePolicy({ registry, secretFile, statuses = 'each' }) {
+  const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
+  return hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses, variantLabs });
+}
+
 /** The staff's replay command: the report's own, with the hidden seed (and the
  *  aggregate statuses, when asked) that reproduce the same report. */
 export function staffReplay(replay, hiddenSeed, hiddenStatuses) {

@@ -493,11 +493,10 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
   // from the secret and the submission (hidden.mjs); the seed reaches no answer
   // (the learner's report). The queue's front is handed both.
   const graderAndHidden = async () => {
-    const { hiddenPolicy, newSecret, readSecret } = await import(pathToFileURL(path.join(HERE, 'hidden.mjs')).href);
+    const { servicePolicy } = await import(pathToFileURL(path.join(HERE, 'hidden.mjs')).href);
     const { loadGrader } = await import(pathToFileURL(path.join(WWW, 'host', 'node_host.mjs')).href);
     const registry = new (await loadGrader()).Grader();
-    const variantLabs = JSON.parse(registry.labs()).map((l) => l.id).filter((id) => JSON.parse(registry.lab(id)).hidden_variants);
-    return { registry, hiddenOf: hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses, variantLabs }) };
+    return { registry, hiddenOf: servicePolicy({ registry, secretFile, statuses: hiddenStatuses }) };
   };
   if (grading && queue) {
     const g = grading === true ? {} : grading;

@@ -22,7 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGradeHandler, GRADE_LIMITS } from '../serve.mjs';
 import { loadGrader } from '../../host/node_host.mjs';
-import { hiddenPolicy, newSecret, readSecret } from '../hidden.mjs';
+import { servicePolicy } from '../hidden.mjs';
 import { command, number, parseOrExit, usageExit } from '../args.mjs';
 import { allowedOrigin, SERVE } from '../commands.mjs';
 import {
@@ -45,8 +45,9 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
  * @param {{labs():string, lab(id:string):string}} [o.registry]  the grader's registry (serve.mjs
  *        hands over the one it loaded); else pkgDir's (www/pkg) is loaded
  * @param {(lab:string, source:string) => {seed:number|null, statuses:string}} [o.hiddenOf]
- *        the submission's hidden inputs (serve.mjs's hiddenPolicy); else one from
- *        secretFile (or a secret of this process's own) and hiddenStatuses
+ *        the submission's hidden inputs (serve.mjs hands over its own); else hidden.mjs
+ *        servicePolicy's, which serve.mjs makes too, from secretFile (or a secret of this
+ *        process's own) and hiddenStatuses
  * @param {string[]} [o.allowOrigins]  as serve.mjs
  * @param {object} [o.headers]  extra headers of every answer (serve.mjs's security('api'))
  * Resolves to { handle(req, res) → boolean (false: not a path of the front's),
@@ -59,8 +60,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   registry ??= new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
   const labInfo = new Map(JSON.parse(registry.labs()).map((l) => [l.id, JSON.parse(registry.lab(l.id))]));
   const labs = [...labInfo.keys()];
-  hiddenOf ??= hiddenPolicy({ secret: secretFile ? readSecret(secretFile) : newSecret(), statuses: hiddenStatuses,
-    variantLabs: labs.filter((id) => labInfo.get(id).hidden_variants) });
+  hiddenOf ??= servicePolicy({ registry, secretFile, statuses: hiddenStatuses });
   const build = buildId(pkgDir);
   const queue = queueName(build);
 
