@@ -193,20 +193,15 @@ function watchBuild(root, served, { intervalMs, quiet }) {
   };
 }
 
-/** The lab ids the page in `root` has (its build.json), else www/pkg's; null when none. */
-async function knownLabs(root) {
+/** The lab ids the page in `root` has (its build.json), else those of `registry` (the
+ *  grader serve loaded already, www/pkg's); null when none. */
+function knownLabs(root, registry) {
   try {
     const labs = JSON.parse(fs.readFileSync(path.join(root, 'build.json'), 'utf8')).labs;
     if (Array.isArray(labs)) return labs;
   } catch { /* no build here: ask the Node grader */ }
-  const dir = path.join(WWW, 'pkg');
-  const js = path.join(dir, 'delivery_lab.js');
-  const wasm = path.join(dir, 'delivery_lab_bg.wasm');
-  if (!fs.existsSync(js) || !fs.existsSync(wasm)) return null;
   try {
-    const pkg = await import(pathToFileURL(js).href);
-    pkg.initSync({ module: fs.readFileSync(wasm) });
-    return JSON.parse(new pkg.Grader().labs()).map((l) => l.id);
+    return JSON.parse(registry.labs()).map((l) => l.id);
   } catch {
     return null;
   }
@@ -517,9 +512,9 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
       pool = createGradingPool({ jobs: poolJobs, ...(g.timeoutS ? { timeoutS: g.timeoutS } : {}) });
       await pool.ready;
     }
-    const { hiddenOf } = await graderAndHidden();
+    const { registry, hiddenOf } = await graderAndHidden();
     grade = createGradeHandler({
-      pool, jobs: poolJobs, labs: g.labs ?? await knownLabs(root), allowOrigins, hiddenOf,
+      pool, jobs: poolJobs, labs: g.labs ?? knownLabs(root, registry), allowOrigins, hiddenOf,
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),
       ...(g.maxWaiting !== undefined ? { maxWaiting: g.maxWaiting } : {}),
       ...(g.perClient !== undefined ? { perClient: g.perClient } : {}),

@@ -622,6 +622,30 @@ test('the server answers only to its Host names (421 otherwise), pages and POST 
   assert.equal(grading.stats().graded, 1);
 });
 
+test('without a lab list in the root (no build.json), --grading takes the labs of the grader it loaded: the grader is loaded once', LIMIT, async () => {
+  // Each load of the grader reads its WASM (node_host.mjs loadGrader); a second load
+  // for the lab list read it twice.
+  const wasm = path.join(WWW, 'pkg', 'delivery_lab_bg.wasm');
+  const readFileSync = fs.readFileSync;
+  let reads = 0;
+  fs.readFileSync = function counted(file, ...rest) {
+    if (typeof file === 'string' && path.resolve(file) === wasm) reads += 1;
+    return readFileSync.call(this, file, ...rest);
+  };
+  let started;
+  try {
+    started = await start({ root: PLAIN, grading: { pool: abortablePool({ ms: 0 }) } });
+  } finally {
+    fs.readFileSync = readFileSync;
+  }
+  assert.equal(reads, 1, 'the grader\'s WASM was read more than once');
+  const ids = JSON.parse(new (await loadGrader()).Grader().labs()).map((l) => l.id);
+  const unknown = await post(started.url, { lab: 'no-such-lab', source: 'x' });
+  assert.equal(unknown.status, 404);
+  assert.equal(unknown.json.error, `unknown lab "no-such-lab"; this server grades: ${ids.join(', ')}`);
+  assert.equal((await post(started.url, GOOD())).status, 200);
+});
+
 test('POST /grade only without an Origin, from its own origin or an --allow-origin one (403 otherwise); CORS for those', LIMIT, async () => {
   const pool = abortablePool({ ms: 0 });
   const { url } = await start({ root: PLAIN, allowOrigins: ['https://course.example'], grading: { pool, labs: ['deliver-once'] } });
