@@ -22,15 +22,26 @@ export const graderFiles = (dir) => (dir
 
 /** Loads the grader (WASM) from `dir` (www/pkg by default: a grading pool passes its
  *  own pinned copy) and returns its module: { Grader, ... }. */
-export async function loadGrader({ dir } = {}) {
+export function loadGrader({ dir } = {}) {
   const files = graderFiles(dir);
-  if (!fs.existsSync(files.wasm)) {
-    throw new Error(`${files.wasm} is missing: build it with scripts/build-wasm.sh from the repo root`);
+  // One instance per folder and process: the module's JS is cached by import anyway,
+  // and its init keeps the first instance, so a second load only read the file again.
+  let loading = loaded.get(files.wasm);
+  if (!loading) {
+    loading = (async () => {
+      if (!fs.existsSync(files.wasm)) {
+        throw new Error(`${files.wasm} is missing: build it with scripts/build-wasm.sh from the repo root`);
+      }
+      const pkg = await import(pathToFileURL(files.js).href);
+      await pkg.default({ module_or_path: fs.readFileSync(files.wasm) });
+      return pkg;
+    })();
+    loaded.set(files.wasm, loading);
+    loading.catch(() => loaded.delete(files.wasm)); // a failed load may be tried again (say, once built)
   }
-  const pkg = await import(pathToFileURL(files.js).href);
-  await pkg.default({ module_or_path: fs.readFileSync(files.wasm) });
-  return pkg;
+  return loading;
 }
+const loaded = new Map();
 
 /**
  * Pyodide plus the grader, joined by engine.mjs. `interruptBuffer` (an Int32Array on
