@@ -35,16 +35,29 @@ function until(child, re, ms) {
   });
 }
 
-test('a worker started while the database is down waits for it, then takes jobs; a refused login exits 2 at once', { skip, timeout: 240_000 }, async () => {
+/** Runs `fn(spawnWorker, cluster)` with a cluster whose database `grading` exists
+ *  and which is down (crashed) at the start; every worker spawned is killed after. */
+async function withDatabaseDown(fn) {
   const cluster = new Cluster();
   const children = [];
   try {
     cluster.start();
     await cluster.createDatabase('grading');
     cluster.crash();
+    await fn((url = cluster.url('grading')) => {
+      const w = worker(url);
+      children.push(w);
+      return w;
+    }, cluster);
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    cluster.close();
+  }
+}
 
-    const w = worker(cluster.url('grading'));
-    children.push(w);
+test('a worker started while the database is down waits for it, then takes jobs; a refused login exits 2 at once', { skip, timeout: 240_000 }, async () => {
+  await withDatabaseDown(async (spawnWorker, cluster) => {
+    const w = spawnWorker();
     await until(w, /the queue's database is not reachable \(.*\): trying again for up to 120 s/, 30_000);
     await new Promise((r) => setTimeout(r, 2000));
     assert.equal(w.exitCode, null, `it waits, and is still running:\n${w.log}`);
@@ -56,17 +69,13 @@ test('a worker started while the database is down waits for it, then takes jobs;
     assert.equal(await w.ended, 0, w.log.slice(-2000));
 
     // Not the database being away: the server answers, and refuses the login.
-    const wrong = worker(cluster.url('grading').replace(`:${cluster.password}@`, ':not-the-password@'));
-    children.push(wrong);
+    const wrong = spawnWorker(cluster.url('grading').replace(`:${cluster.password}@`, ':not-the-password@'));
     const t0 = performance.now();
     assert.equal(await wrong.ended, 2, wrong.log);
     assert.match(wrong.log, /worker: could not start: password authentication failed/);
     assert.doesNotMatch(wrong.log, /trying again/);
     assert.ok(performance.now() - t0 < 30_000, 'at once, not after the wait');
-  } finally {
-    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-    cluster.close();
-  }
+  });
 });
 
 // A worker told to stop while it starts (a deployment scaled down, a test ending) exits
@@ -74,16 +83,9 @@ test('a worker started while the database is down waits for it, then takes jobs;
 // it: a worker restarted after a SIGKILL got the closing SIGTERM while its pool was
 // still starting, and died of the signal.)
 test('a worker SIGTERMed while it starts exits 0 and leaves no process: waiting for the database, starting its pool', { skip, timeout: 240_000 }, async () => {
-  const cluster = new Cluster();
-  const children = [];
-  try {
-    cluster.start();
-    await cluster.createDatabase('grading');
-    cluster.crash();
-
+  await withDatabaseDown(async (spawnWorker, cluster) => {
     // Waiting for the database.
-    const w = worker(cluster.url('grading'));
-    children.push(w);
+    const w = spawnWorker();
     await until(w, /the queue's database is not reachable/, 30_000);
     let t0 = performance.now();
     w.kill('SIGTERM');
@@ -94,8 +96,7 @@ test('a worker SIGTERMed while it starts exits 0 and leaves no process: waiting 
 
     // Starting its grading pool, the database up.
     cluster.start();
-    const v = worker(cluster.url('grading'));
-    children.push(v);
+    const v = spawnWorker();
     await until(v, /starts its grading pool/, 120_000);
     const tree = descendants(v.pid);
     t0 = performance.now();
@@ -106,8 +107,5 @@ test('a worker SIGTERMed while it starts exits 0 and leaves no process: waiting 
     assert.ok(performance.now() - t0 < 30_000, `promptly (${Math.round(performance.now() - t0)} ms)`);
     const live = new Set([...processes()].map((p) => p.pid));
     assert.deepEqual(tree.filter((pid) => live.has(pid) && !isZombie(pid)), [], 'the pool it was starting is gone');
-  } finally {
-    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-    cluster.close();
-  }
+  });
 });
