@@ -244,35 +244,34 @@ def mutant_fairness_run(name, seed):
 # - fifo-claim: the oldest action in the whole table, whatever its store, and no cap,
 #   so one store's burst holds every worker (FIFO measured 1.8x to 7.2x in every run
 #   here);
-# - claim-ignores-last-served: stores by name, so store-000, the noisy store, goes
-#   first whenever it is under the in-flight cap: its burst holds 4 of the 12 workers
-#   and the other 99 stores share 8 (about 89% busy for them) instead of coming
-#   first. Measured with seed 23: 1.31x in the best of three valid rounds (FIFO
-#   2.56x beside it). The arrivals make it show: fairness_model.py's model with this
-#   order in place of the fair one (and 10 ms a claim) puts its all-at-once ratio at
-#   1.01x to 1.53x over seeds 1 to 20, 1.44x for seed 23, and the fair claim's at
-#   1.04x or less, so another seed may pass it; its exact catch is the unit test
-#   "claim serves the store that waited longest".
 # - cap-on-the-oldest-only: the oldest action in the whole table, whatever its store,
 #   and the cap checked on it alone (None when its store is full): FIFO with a cap,
 #   so the burst's store still holds the other 99 back (measured with seed 23: 6.14x
 #   on the all-at-once load, the best of three valid rounds, FIFO 2.72x beside it);
 #   its unit test is "claim serves the store that waited longest".
-# The catalogue's cap-on-the-first-pick-only (the cap checked on the least recently
-# served store only, None when it is full) is not here: it passes a valid run (seed
-# 23: 0.96x and 0.98x), since a store at the cap heads the fair order only when every
-# store with work was served after it, and the other stores then wait a few ms; its
-# unit test "claim skips a store at the in-flight cap" catches it.
-# fifo-claim and cap-on-the-oldest-only must fail the all-at-once row past
-# FIFO_APART_RATIO; the order by name, whose harm is nearer the limit, fails a row of
-# a valid round, whichever (under load a slow spell moved its steady row over
-# instead, measured).
-@pytest.mark.parametrize("name, seed, over", [
-    ("fifo-claim", 23, fairness.FIFO_APART_RATIO),
-    ("claim-ignores-last-served", 23, None),
-    ("cap-on-the-oldest-only", 23, fairness.FIFO_APART_RATIO),
+# Two of the catalogue's wrong orders are not here, because the real run cannot tell
+# them from a fair claim beyond its noise. The simulation's unit tests catch each one
+# exactly.
+# - cap-on-the-first-pick-only: the cap is checked on the least recently served store
+#   only, None when that store is full. It passes a valid run (seed 23: 0.96x and
+#   0.98x), since a store at the cap heads the fair order only when every store with
+#   work was served after it, and the other stores then wait a few ms. Its unit test is
+#   "claim skips a store at the in-flight cap".
+# - claim-ignores-last-served: stores by name, so store-000, the noisy store, goes
+#   first whenever it is under the in-flight cap. Its burst holds 4 of the 12 workers,
+#   and the other 99 stores share 8 (about 89% busy for them). `fairness_model.py
+#   --byname --overhead-ms 10 --seeds 20 --load-s 4` (and 10) puts its all-at-once ratio, over seeds 1 to 20, at
+#   1.01x to 1.53x with a median of 1.08x for 4 s loads, and a median of 1.12x for
+#   10 s loads; 16 and 14 seeds of the 20 fall under 1.2x. This test had it with
+#   seed 23 (1.44x in the model), and ci15 measured 1.51x, 1.11x and 1.09x in three
+#   valid rounds: the best valid round decides a pass, so it passed. Its unit test is
+#   "claim serves the store that waited longest".
+# Both remaining orders must fail the all-at-once row past FIFO_APART_RATIO.
+@pytest.mark.parametrize("name, seed", [
+    ("fifo-claim", 23),
+    ("cap-on-the-oldest-only", 23),
 ])
-def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
+def test_a_wrong_claim_order_fails_valid_rounds(name, seed):
     r, report = mutant_fairness_run(name, seed)
     # Never a pass: a fail in valid rounds, or (only when none could check itself) inconclusive.
     assert r.returncode in (1, 3), r.stdout + r.stderr[-3000:]
@@ -284,8 +283,7 @@ def test_a_wrong_claim_order_fails_valid_rounds(name, seed, over):
         assert len(f["rounds"]) == fairness.ROUNDS_MAX and not any(x["passed"] for x in f["rounds"] if x["valid"])
         assert sum(x["valid"] for x in f["rounds"]) >= fairness.FAIL_ROUNDS_MIN
         bulk = next(x for x in f["rows"] if x["claim"] == "yours" and x["load"] == fairness.LOADS[2])
-        if over is not None:
-            assert not bulk["ok"] and bulk["ratio"] > over, bulk
+        assert not bulk["ok"] and bulk["ratio"] > fairness.FIFO_APART_RATIO, bulk
         assert any(not x["ok"] and x["ratio"] > fairness.MAX_RATIO for x in f["rows"] if x["graded"]), f["rows"]
         # each valid round failed beside the lab's reference claim passing the same loads
         for x in f["rounds"]:
