@@ -65,24 +65,31 @@ export function sandboxUid(ownerPid = process.pid, { held = new Set() } = {}) {
 /** SIGKILL to every process running as `uid` (a sandbox's, after its run): what
  *  nothing else ended, whatever its parent. Pass after pass over /proc until one
  *  finds none alive (a process that forked while a pass went by is caught by the
- *  next; a killed process cannot fork). How many were killed. */
+ *  next; a killed process cannot fork), for up to KILL_WAIT_MS. A process killed
+ *  already is not killed again but waited for: on a busy machine a killed process
+ *  can take longer to exit than many passes take (ci16: 20 passes found the same
+ *  two, still dying, and it returned with them alive). How many it killed. */
 export function killUid(uid) {
   if (!Number.isInteger(uid) || uid < SANDBOX_UID_BASE) return 0;
-  let n = 0;
-  for (let pass = 0; pass < 20; pass++) {
-    let found = 0;
-    for (const p of processes()) {
-      if (p.uid !== uid || isZombie(p.pid)) continue;
+  const killed = new Set();
+  const until = Date.now() + KILL_WAIT_MS;
+  for (;;) {
+    const alive = Array.from(processes()).filter((p) => p.uid === uid && !isZombie(p.pid)).map((p) => p.pid);
+    if (!alive.length || Date.now() > until) break;
+    const fresh = alive.filter((pid) => !killed.has(pid));
+    for (const pid of fresh) {
       try {
-        process.kill(p.pid, 'SIGKILL');
-        found++;
+        process.kill(pid, 'SIGKILL');
+        killed.add(pid);
       } catch { /* gone */ }
     }
-    n += found;
-    if (!found) break;
+    // Only processes killed already, still dying: a short pause before looking again.
+    if (!fresh.length) Atomics.wait(PAUSE, 0, 0, 2);
   }
-  return n;
+  return killed.size;
 }
+const KILL_WAIT_MS = 2000;
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 /** Whether any process, a zombie included, runs as `uid`. */
 export function uidHasProcess(uid) {
