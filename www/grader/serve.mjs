@@ -47,7 +47,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
 import { command, usageExit, UsageError } from './args.mjs';
 import { allowedOrigin, hostName, SERVE } from './commands.mjs';
-import { jsonText } from './output.mjs';
 import Ajv from 'ajv';
 import { SEED_MAX } from '../host/engine.mjs';
 
@@ -255,6 +254,10 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
   maxWaiting = jobs * GRADE_LIMITS.waitingPerJob, perClient, retryAfterS = GRADE_LIMITS.retryAfterS,
   bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, allowOrigins = [], headers = {} }) {
   let inFlight = 0;
+  // Loaded with a grading handler, not with serve.mjs: output.mjs reads its list of
+  // terminal-unsafe characters from the grader, and a page server without --grading
+  // loads no grader.
+  const output = import('./output.mjs');
   const counts = { graded: 0, refused: 0, busy: 0, failed: 0, aborted: 0, unavailable: 0, peak: 0 };
   const capacity = jobs + maxWaiting;
   perClient ??= Math.max(1, Math.ceil(capacity / GRADE_LIMITS.clientShare));
@@ -397,11 +400,11 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
     socket.once('close', gone);
     Promise.resolve()
       .then(() => pool.grade({ lab, source, ...(seed !== undefined ? { seed } : {}), hidden: hiddenOf(lab, source), format: 'json', signal: controller.signal }))
-      .then((line) => {
+      // The pool's line (an object), serialised here, once: output.mjs jsonText.
+      .then((line) => output.then(({ jsonText }) => {
         counts.graded += 1;
-        // The pool's line (an object), serialised here, once: output.mjs jsonText.
         reply(res, 200, jsonText(line));
-      }, (e) => {
+      }), (e) => {
         if (controller.signal.aborted) { counts.aborted += 1; return; }
         if (e?.code === 'ESANDBOXSTART') {
           // The pool's sandboxes fail to start and it retries with backoff (pool.mjs

@@ -624,7 +624,7 @@ test('the server answers only to its Host names (421 otherwise), pages and POST 
 
 test('without a lab list in the root (no build.json), --grading takes the labs of the grader it loaded: the grader is loaded once', LIMIT, async () => {
   // A load of the grader reads its WASM, once per folder and process (node_host.mjs
-  // loadGrader); this file's imports loaded www/pkg's already (output.mjs), so a start
+  // loadGrader); this file loaded www/pkg's already (LAB1_TESTS), so a start
   // that loads it again reads nothing (a second folder, or an unshared load, would).
   const wasm = path.join(WWW, 'pkg', 'delivery_lab_bg.wasm');
   const readFileSync = fs.readFileSync;
