@@ -162,6 +162,13 @@ fn the_engine_holds_exactly_the_case_files() {
     for (f, c) in files.iter().zip(&engine) {
         assert_eq!(f.rule.id(), c.rule.id(), "{}", f.name);
         assert_eq!(f.all_or_nothing, c.script.all_or_nothing, "{}", f.name);
+        let d = courier::sim::Config::default();
+        let cfg = courier::sim::Config {
+            lease_ms: f.cfg.lease_ms.unwrap_or(d.lease_ms),
+            in_flight_cap: f.cfg.in_flight_cap.unwrap_or(d.in_flight_cap),
+            recheck_ms: f.cfg.recheck_ms.unwrap_or(d.recheck_ms),
+        };
+        assert_eq!(cfg, c.cfg, "{}", f.name);
         let mut setup = f.actions.iter().map(action_row).collect::<Vec<_>>();
         setup.sort_by_key(|r| r.id);
         let mut built = c.setup.actions.clone();
@@ -326,6 +333,7 @@ fn a_race_passes_whichever_worker_wins_it() {
             setup: c.setup.clone(),
             call: c.call.clone(),
             script,
+            cfg: c.cfg,
         };
         let r = run_case(&mut RefBackend::new(None), &case);
         assert_eq!(

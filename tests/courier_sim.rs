@@ -307,17 +307,44 @@ fn hidden_units_run_after_every_shown_test() {
             })
             .sum()
     };
+    // The differential tests' worlds, run after the hidden units (on the worlds of
+    // the run's seed, `HiddenInputs::Fixed`).
+    let worlds_seed = courier::differential::seed_of(1042, None);
+    let differential_loads: usize = courier::differential::PIECES
+        .iter()
+        .map(|p| {
+            let mut r = Recorder::new();
+            courier::differential::run(&mut r, p, worlds_seed, "");
+            r.events.len()
+        })
+        .sum();
+    assert!(differential_loads > 0);
     assert_eq!(units_before, loads(TestKind::Example));
     assert_eq!(units_between, 0);
-    assert_eq!(units_after, loads(TestKind::Hidden));
-    // Listed in the lab's order: units (examples, then hidden), then the system runs.
+    assert_eq!(units_after, loads(TestKind::Hidden) + differential_loads);
+    // Listed in the lab's order: units (examples, then hidden), the differential
+    // tests, then the system runs.
     let kinds: Vec<TestKind> = report.tests.iter().map(|t| t.kind).collect();
     let listed: Vec<&str> = report.tests.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         &listed[..all.len()],
         &all.iter().map(|c| c.name).collect::<Vec<_>>()[..]
     );
-    assert_eq!(kinds[all.len()..], [TestKind::Example, TestKind::Example]);
+    let n = courier::differential::PIECES.len();
+    assert_eq!(
+        &listed[all.len()..all.len() + n],
+        &courier::differential::PIECES
+            .iter()
+            .map(|p| p.test_name())
+            .collect::<Vec<_>>()[..]
+    );
+    assert!(kinds[all.len()..all.len() + n]
+        .iter()
+        .all(|k| *k == TestKind::Hidden));
+    assert_eq!(
+        kinds[all.len() + n..],
+        [TestKind::Example, TestKind::Example]
+    );
 }
 
 /// Issue 11: a stop is typed, not read from its words. A claim that raises an
@@ -373,7 +400,10 @@ fn a_timeout_in_the_fairness_run_stops_the_tests_after_it() {
         .collect();
     assert!(!hidden.is_empty());
     for t in &report.tests {
-        let want = if t.name == FAIRNESS_TEST || hidden.contains(&t.name.as_str()) {
+        let want = if t.name == FAIRNESS_TEST
+            || hidden.contains(&t.name.as_str())
+            || t.name.starts_with(courier::differential::PREFIX)
+        {
             TestStatus::Timeout
         } else {
             TestStatus::Pass

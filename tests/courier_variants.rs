@@ -44,6 +44,7 @@ fn killed_at(c: &UnitCase, k: Option<usize>) -> UnitCase {
             kill_at_statement: k,
             ..c.script.clone()
         },
+        cfg: c.cfg,
     }
 }
 
@@ -170,6 +171,7 @@ fn with_interleave(case: &UnitCase, after_statement: usize) -> Option<UnitCase> 
             }),
             ..case.script.clone()
         },
+        cfg: case.cfg,
     })
 }
 

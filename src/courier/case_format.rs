@@ -64,7 +64,19 @@ struct CaseSpec {
     #[serde(default)]
     all_or_nothing: bool,
     interleave: Option<Interleave>,
+    #[serde(default)]
+    cfg: CfgSpec,
     expect: Option<Expect>,
+}
+
+/// The numbers the pieces get as `cfg` (`tables::Config`): a field left out keeps the
+/// lab's default, which lives in the engine only.
+#[derive(Deserialize, Default, Clone, Copy, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CfgSpec {
+    pub lease_ms: Option<u64>,
+    pub in_flight_cap: Option<u32>,
+    pub recheck_ms: Option<u64>,
 }
 
 /// One call to a learner's piece (the `fn` key names it).
@@ -336,6 +348,7 @@ pub struct Case {
     pub script: CaseScript,
     pub all_or_nothing: bool,
     pub interleave: Option<Interleave>,
+    pub cfg: CfgSpec,
     pub expect: Expect,
 }
 
@@ -375,6 +388,7 @@ pub fn parse_file(file: &str, text: &str, hidden: bool) -> Result<Vec<Case>, Cas
                 script: c.world,
                 all_or_nothing: c.all_or_nothing,
                 interleave: c.interleave,
+                cfg: c.cfg,
                 expect: c.expect.unwrap_or_default(),
             };
             check(&case).map_err(|(field, message)| case.error(&field, message))?;
@@ -409,6 +423,9 @@ fn check(c: &Case) -> Result<(), (String, String)> {
                 "two stores rows have this name",
             );
         }
+    }
+    if c.cfg.lease_ms == Some(0) || c.cfg.recheck_ms == Some(0) || c.cfg.in_flight_cap == Some(0) {
+        return fail("cfg", "every number of cfg is at least 1");
     }
     let e = &c.expect;
     let ends = usize::from(e.returns.is_some()) + usize::from(e.raises) + usize::from(e.killed);

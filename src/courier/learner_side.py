@@ -453,7 +453,9 @@ def call(fn_name, fn, a, live):
         with _Captured():
             value = fn(*args)
     except WorkerKilled:
-        return '{"ok":{"type":"none"}}'
+        # The kill escaped, as it must: the grader tells this apart from a call that
+        # kept it (a bare `except:`) and returned.
+        return '{"error":{"kind":"host","message":"killed"}}'
     except Exception:
         # A crash: its exception is the call's error, unless the store refused
         # something of the call; what it left open is rolled back either way.

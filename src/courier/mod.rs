@@ -8,6 +8,7 @@
 
 pub mod chaos_plan;
 pub mod chaos_report;
+pub mod differential;
 pub mod fairness;
 pub mod faults;
 pub mod backend;
@@ -138,6 +139,11 @@ impl Lab for Courier {
         cases()
             .iter()
             .map(|c| (c.name.to_string(), c.kind))
+            .chain(
+                differential::PIECES
+                    .iter()
+                    .map(|p| (p.test_name(), TestKind::Hidden)),
+            )
             .chain([CHAOS_TEST, FAIRNESS_TEST].map(|n| (n.to_string(), TestKind::Example)))
             .collect()
     }
@@ -151,6 +157,11 @@ impl Lab for Courier {
                 task_id: task(INFO.task_of_function(c.call.function())),
                 code: (c.kind == TestKind::Example).then(|| units::code_of(c)),
             })
+            .chain(differential::PIECES.iter().map(|p| TestSheet {
+                name: p.test_name(),
+                task_id: task(INFO.task_of_function(p.function)),
+                code: None,
+            }))
             .chain(SYSTEM_RUNS.map(|(name, code)| TestSheet {
                 name: name.to_string(),
                 task_id: task(INFO.task_of_test(name)),
@@ -225,9 +236,9 @@ pub fn grade_run(
     audience: Audience,
     mode: RunMode,
 ) -> Report {
-    let cases = match hidden {
-        HiddenInputs::Fixed => cases(),
-        HiddenInputs::Variant(v) => variant::vary_all(cases(), v),
+    let (cases, worlds_seed) = match hidden {
+        HiddenInputs::Fixed => (cases(), differential::seed_of(seed, None)),
+        HiddenInputs::Variant(v) => (variant::vary_all(cases(), v), differential::seed_of(seed, Some(v))),
     };
     let (examples, hidden): (Vec<_>, Vec<_>) = cases
         .into_iter()
@@ -249,6 +260,22 @@ pub fn grade_run(
         fairness_test(backend, seed)
     });
     tests.extend(units(backend, hidden, &mut limit));
+    // The differential tests draw their worlds from the run's seed and, per
+    // submission, the hidden inputs' (`differential.rs`); hidden like the units.
+    let replay = crate::report::replay_command(ID, seed);
+    for piece in &differential::PIECES {
+        let name = piece.test_name();
+        tests.push(
+            limit
+                .run(&name, TestKind::Hidden, || {
+                    backend.take_output();
+                    let t = differential::run(backend, piece, worlds_seed, &replay);
+                    backend.take_output();
+                    t
+                })
+                .for_audience(audience),
+        );
+    }
     tests.extend([chaos, fairness]);
     Report::new(ID, seed, INFO.xp, tests)
 }

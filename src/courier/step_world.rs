@@ -141,6 +141,8 @@ pub struct WorldState {
     lookups: usize,
     /// The script's interleaved write has committed.
     interleaved: bool,
+    /// `cfg.lease_ms` of a unit case's run: the lease of the interleaved claim.
+    lease_ms: u64,
 }
 
 /// The handle a backend's step reaches the world through.
@@ -165,6 +167,7 @@ impl StepWorld {
             sends: 0,
             lookups: 0,
             interleaved: false,
+            lease_ms: super::tables::Config::default().lease_ms,
         })))
     }
 
@@ -212,13 +215,15 @@ impl StepWorld {
         }
     }
 
-    /// A unit case's world.
-    pub fn scripted(script: Script, now_ms: u64, worker: &str) -> StepWorld {
+    /// A unit case's world; `lease_ms` is the case's `cfg.lease_ms`, the lease of
+    /// another worker's claim that the script interleaves.
+    pub fn scripted(script: Script, now_ms: u64, worker: &str, lease_ms: u64) -> StepWorld {
         let w = StepWorld::new(
             Provider::new(0, Rates::default(), Timing::default()),
             SeededRng::new(0),
             Rule::Script(script),
         );
+        w.state().lease_ms = lease_ms;
         w.begin(now_ms, worker, true);
         w
     }
@@ -523,10 +528,9 @@ impl LabWorld for StepWorld {
             "statement" => {
                 let in_tx = a[0].bool();
                 let other = self.interleave_due(in_tx);
+                let lease_ms = self.0.borrow().lease_ms;
                 OpValue::Str(match (world.statement(in_tx), other) {
-                    (Fault::Go, Some(claim)) => {
-                        claim.statements(super::tables::Config::default().lease_ms)
-                    }
+                    (Fault::Go, Some(claim)) => claim.statements(lease_ms),
                     (Fault::Go, None) => "go".into(),
                     (Fault::Kill, _) => "kill".into(),
                     (Fault::DbDown, _) => "db-down".into(),

@@ -15,6 +15,7 @@ use super::sim::{
 use crate::report::{TestKind, TestReport, TestStatus, TraceEvent, TraceStep};
 use crate::value::{LearnerError, Value};
 
+#[derive(Clone, Debug)]
 pub struct UnitCase {
     pub name: &'static str,
     pub kind: TestKind,
@@ -23,6 +24,9 @@ pub struct UnitCase {
     pub setup: Tables,
     pub call: Call,
     pub script: Script,
+    /// The numbers the pieces get as `cfg` (the lab's defaults unless a case or a
+    /// differential world says otherwise).
+    pub cfg: Config,
 }
 
 // Builders that keep the case lists short.
@@ -118,7 +122,7 @@ fn play(backend: &mut dyn Backend, case: &UnitCase) -> Result<Outcome, RunStop> 
 }
 
 fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Result<Outcome, RunStop> {
-    backend.reset(&Config::default(), &[])?;
+    backend.reset(&case.cfg, &[])?;
     backend.load(&case.setup)?;
     let (now_ms, worker) = match &case.call {
         Call::Claim { worker, now_ms } => (*now_ms, worker.clone()),
@@ -128,7 +132,7 @@ fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Resu
         Call::WriteIntent { worker, .. } => (0, worker.clone()),
         _ => (0, "webhooks".into()),
     };
-    let world = StepWorld::scripted(script, now_ms, &worker);
+    let world = StepWorld::scripted(script, now_ms, &worker, case.cfg.lease_ms);
     let returned = backend.call(&case.call, &world);
     if let Err(LearnerError::Timeout { .. }) = returned {
         // The backend answers nothing more once the limit is reached.
@@ -147,7 +151,7 @@ fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Resu
     if let Some(other) = world.interleave_left() {
         // The other worker's claim waited for the call's transaction: it commits now.
         let mut t = backend.dump()?;
-        other.apply(&mut t, Config::default().lease_ms);
+        other.apply(&mut t, case.cfg.lease_ms);
         backend.load(&t)?;
     }
     let ops = world.ops();
@@ -177,7 +181,7 @@ fn serial_outcomes(case: &UnitCase) -> Result<Vec<Outcome>, RunStop> {
     let Some(i) = &case.script.interleave else {
         return Ok(vec![play(&mut RefBackend::new(None), case)?]);
     };
-    let lease_ms = Config::default().lease_ms;
+    let lease_ms = case.cfg.lease_ms;
     let alone = Script {
         interleave: None,
         ..case.script.clone()
@@ -189,6 +193,7 @@ fn serial_outcomes(case: &UnitCase) -> Result<Vec<Outcome>, RunStop> {
         setup: case.setup.clone(),
         call: case.call.clone(),
         script: alone.clone(),
+        cfg: case.cfg,
     };
     i.claim.apply(&mut first.setup, lease_ms);
     let other_first = play(&mut RefBackend::new(None), &first)?;
@@ -409,6 +414,60 @@ fn table_diffs(expected: &Tables, actual: &Tables) -> Vec<String> {
     d
 }
 
+/// A fenced call's answer: `("fenced", None)`.
+fn is_fenced(r: &Result<Value, LearnerError>) -> bool {
+    matches!(r, Ok(Value::Tuple(t)) if t.len() == 2 && t[0] == Value::str("fenced") && t[1] == Value::None)
+}
+
+/// What tells the learner's outcome apart from the one expected: the value returned,
+/// the provider calls and the tables after (empty when they agree). A lookup changes
+/// nothing anywhere, so the lookups of a call that ends fenced in both are free: a
+/// worker may check its fence before asking the provider, or after.
+fn differences(want: &Outcome, got: &Outcome) -> Vec<String> {
+    let mut problems = Vec::new();
+    if got.killed && got.returned.is_ok() {
+        problems.push(format!(
+            "the worker was killed during the call, and the call returned {}: a kill must escape your code (no bare `except:`, no `except BaseException`), so that the worker dies where it was",
+            returned_text(&got.returned)
+        ));
+    }
+    if want.returned.is_err() && !want.killed && got.returned.is_ok() && !got.killed {
+        problems.push(format!(
+            "returned {} although the database failed: let the error propagate, so that the call is made again",
+            returned_text(&got.returned)
+        ));
+    }
+    if !want.killed && !got.killed {
+        if let (Ok(w), Ok(g)) = (&want.returned, &got.returned) {
+            problems.extend(return_problem(w, g));
+        }
+    }
+    let fenced = is_fenced(&want.returned) && is_fenced(&got.returned);
+    let calls = |ops: &[Op]| -> Vec<Op> {
+        ops.iter()
+            .filter(|o| !(fenced && matches!(o, Op::Lookup { .. })))
+            .cloned()
+            .collect()
+    };
+    let (want_calls, got_calls) = (calls(&want.provider), calls(&got.provider));
+    if want_calls != got_calls {
+        let list = |ops: &[Op]| {
+            if ops.is_empty() {
+                "no provider calls".to_string()
+            } else {
+                ops.iter().map(op_text).collect::<Vec<_>>().join(", then ")
+            }
+        };
+        problems.push(format!(
+            "the provider calls should be: {}; they were: {}",
+            list(&want_calls),
+            list(&got_calls)
+        ));
+    }
+    problems.extend(table_diffs(&want.after, &got.after));
+    problems
+}
+
 /// Runs one case against the learner's backend and reports it.
 pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
     let want = serial_outcomes(case);
@@ -471,33 +530,7 @@ pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
             return report;
         }
     }
-    let mut problems = Vec::new();
-    if want.returned.is_err() && !want.killed && got.returned.is_ok() && !got.killed {
-        problems.push(format!(
-            "returned {} although the database failed: let the error propagate, so that the call is made again",
-            returned_text(&got.returned)
-        ));
-    }
-    if !want.killed && !got.killed {
-        if let (Ok(w), Ok(g)) = (&want.returned, &got.returned) {
-            problems.extend(return_problem(w, g));
-        }
-    }
-    if want.provider != got.provider {
-        let list = |ops: &[Op]| {
-            if ops.is_empty() {
-                "no provider calls".to_string()
-            } else {
-                ops.iter().map(op_text).collect::<Vec<_>>().join(", then ")
-            }
-        };
-        problems.push(format!(
-            "the provider calls should be: {}; they were: {}",
-            list(&want.provider),
-            list(&got.provider)
-        ));
-    }
-    problems.extend(table_diffs(&want.after, &got.after));
+    let mut problems = differences(&want, &got);
     if problems.is_empty() && case.script.all_or_nothing {
         // Killed at each of the learner's own statements in turn, the tables
         // must be as before the call or as after it, never half-way.
@@ -545,4 +578,220 @@ pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
         report.actual = Some(returned_text(&got.returned));
     }
     report
+}
+
+/// Another worker's claim (`other`) committed at each point of the call where it can
+/// land in turn: before the call's first statement, after each of its statements
+/// (at the first one from then on with no transaction open), and after the call.
+/// Whatever the point, the call must end as the reference design's call can end
+/// with the same claim landing at one of its own points: the same value, provider
+/// calls and tables. A write that the other claim should have fenced, or a fence
+/// read in one transaction and trusted in another, ends in none of them.
+///
+/// `claim` is held to what must hold whatever the order, not to the reference's
+/// points: one read or several, a claim may read a store's count before the other
+/// claim and its actions after it. Its claim and the other's must end as if one had
+/// run after the other, each on an action claimable when it ran: no action is taken
+/// from a live lease, and a claim that returns None changes nothing.
+pub fn run_case_interleaved(
+    learner: &mut dyn Backend,
+    case: &UnitCase,
+    other: &super::step_world::OtherClaim,
+) -> TestReport {
+    let plain = run_case(learner, case);
+    if plain.status != TestStatus::Pass {
+        return plain;
+    }
+    let at = |k: usize| UnitCase {
+        script: Script {
+            interleave: Some(super::step_world::Interleave {
+                after_statement: k,
+                claim: other.clone(),
+            }),
+            ..case.script.clone()
+        },
+        ..case.clone()
+    };
+    let fail = |mut report: TestReport, status: TestStatus, message: String| {
+        report.status = status;
+        report.points = 0;
+        report.message = Some(message);
+        report
+    };
+    let setup_failed = |e: RunStop| {
+        let status = if e.is_timeout() {
+            TestStatus::Timeout
+        } else {
+            TestStatus::Error
+        };
+        fail(
+            TestReport::new(case.name, case.kind, TestStatus::Pass, None),
+            status,
+            format!("The lab could not set this test up: {e}"),
+        )
+    };
+    let mut wants = Vec::new();
+    if !matches!(case.call, Call::Claim { .. }) {
+        let n = match play(&mut RefBackend::new(None), case) {
+            Ok(o) => o.statements,
+            Err(e) => return setup_failed(e),
+        };
+        for k in 0..=n + 1 {
+            match play(&mut RefBackend::new(None), &at(k)) {
+                Ok(o) => wants.push(o),
+                Err(e) => return setup_failed(e),
+            }
+        }
+    }
+    let n = match play(learner, case) {
+        Ok(o) => o.statements,
+        Err(e) => return setup_failed(e),
+    };
+    learner.take_output();
+    for k in 0..=n + 1 {
+        let got = match play(learner, &at(k)) {
+            Ok(g) => g,
+            Err(e) => return setup_failed(e),
+        };
+        let point = if k == 0 {
+            "before its first statement".to_string()
+        } else if k > n {
+            "after the call".to_string()
+        } else {
+            format!("after its statement {k} of {n}, at its first statement from there with no transaction open")
+        };
+        let head = format!(
+            "Rule broken ({}): {}\nAfter `{}`, with another worker ({:?}) claiming action {} at epoch {} (now_ms = {}) {point}:",
+            case.rule.id(),
+            case.rule.text(),
+            call_text(&case.call),
+            other.worker,
+            other.action_id,
+            other.epoch,
+            other.now_ms
+        );
+        if let Err(e) = &got.returned {
+            if !got.killed {
+                let status = match e {
+                    LearnerError::Timeout { .. } => TestStatus::Timeout,
+                    LearnerError::Refused { .. } => TestStatus::Fail,
+                    _ => TestStatus::Error,
+                };
+                return fail(plain, status, format!("{head}\n- {e}"));
+            }
+        }
+        let problems = match &case.call {
+            Call::Claim { worker, now_ms } => {
+                claim_race_problems(case, other, worker, *now_ms, &got)
+            }
+            _ => {
+                let mut best: Option<Vec<String>> = None;
+                for w in &wants {
+                    let d = differences(w, &got);
+                    if best.as_ref().is_none_or(|b| d.len() < b.len()) {
+                        best = Some(d);
+                    }
+                }
+                let best = best.unwrap_or_default();
+                if best.is_empty() {
+                    best
+                } else {
+                    let mut p = vec![format!(
+                        "the call ends as the reference design's call ends with that claim at none of its points; against the closest:"
+                    )];
+                    p.extend(best);
+                    p
+                }
+            }
+        };
+        if !problems.is_empty() {
+            let mut report = fail(
+                plain,
+                TestStatus::Fail,
+                format!("{head}\n- {}", problems.join("\n- ")),
+            );
+            report.rule = Some(case.rule.id().into());
+            report.actual = Some(returned_text(&got.returned));
+            return report;
+        }
+    }
+    plain
+}
+
+/// What must hold when another worker's claim races the learner's: see
+/// `run_case_interleaved`.
+fn claim_race_problems(
+    case: &UnitCase,
+    other: &super::step_world::OtherClaim,
+    worker: &str,
+    now_ms: u64,
+    got: &Outcome,
+) -> Vec<String> {
+    let lease_ms = case.cfg.lease_ms;
+    let mut other_first = case.setup.clone();
+    other.apply(&mut other_first, lease_ms);
+    let mine = |t: &Tables, id: u64| -> Tables {
+        let mut t = t.clone();
+        if let Some(epoch) = t.actions.iter().find(|a| a.id == id).map(|a| a.epoch) {
+            super::step_world::OtherClaim {
+                worker: worker.to_string(),
+                action_id: id,
+                epoch,
+                now_ms,
+            }
+            .apply(&mut t, lease_ms);
+        }
+        t
+    };
+    let returned = match &got.returned {
+        Ok(Value::None) => None,
+        Ok(Value::Tuple(t)) if t.len() == 2 => match (&t[0], &t[1]) {
+            (Value::Int(id), Value::Int(epoch)) => Some((*id, *epoch)),
+            _ => return vec![format!("returned {}, not (action_id, epoch) or None", returned_text(&got.returned))],
+        },
+        Ok(v) => return vec![format!("returned {v}, not (action_id, epoch) or None")],
+        Err(_) => return Vec::new(),
+    };
+    let Some((id, epoch)) = returned else {
+        let d = table_diffs(&other_first, &got.after);
+        if d.is_empty() {
+            return d;
+        }
+        let mut p = vec!["it returned None, so the tables must hold the other worker's claim and nothing else; they differ:".to_string()];
+        p.extend(d);
+        return p;
+    };
+    let Ok(id) = u64::try_from(id) else {
+        return vec![format!("returned action id {id}, which no action has")];
+    };
+    // Either order, each claim a compare-and-set on what it found.
+    let mut mine_first = mine(&case.setup, id);
+    other.apply(&mut mine_first, lease_ms);
+    let orders = [mine(&other_first, id), mine_first];
+    let claimed_at = |t: &Tables| t.actions.iter().find(|a| a.id == id).map(|a| a.epoch);
+    for t in &orders {
+        if table_diffs(t, &got.after).is_empty() && claimed_at(t) == Some(epoch) {
+            return Vec::new();
+        }
+    }
+    let live = |t: &Tables| {
+        t.actions.iter().any(|a| {
+            a.id == id && a.state == "claimed" && a.lease_until_ms > now_ms
+        })
+    };
+    let mut p = vec![format!(
+        "it returned ({id}, {epoch}): its claim and the other worker's must end as if one ran after the other, each a compare-and-set on an action claimable when it ran{}; against the closer order:",
+        if live(&other_first) && id == other.action_id {
+            " (the other worker's claim holds a live lease on that action when yours lands after it)"
+        } else {
+            ""
+        }
+    )];
+    let d0 = table_diffs(&orders[0], &got.after);
+    let d1 = table_diffs(&orders[1], &got.after);
+    p.extend(if d1.len() < d0.len() { d1 } else { d0 });
+    if p.len() == 1 {
+        p.push(format!("the epoch it returned, {epoch}, is not the one its claim set"));
+    }
+    p
 }

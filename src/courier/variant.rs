@@ -301,6 +301,7 @@ fn case(c: &UnitCase, v: &mut impl Values) -> UnitCase {
         setup,
         call: the_call,
         script: the_script,
+        cfg,
     } = c;
     UnitCase {
         name,
@@ -309,6 +310,7 @@ fn case(c: &UnitCase, v: &mut impl Values) -> UnitCase {
         setup: tables(setup, v),
         call: call(the_call, v),
         script: script(the_script, v),
+        cfg: *cfg,
     }
 }
 

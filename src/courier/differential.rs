@@ -1,0 +1,953 @@
+//! The differential tests of the courier lab (issue 36): each piece on seeded random
+//! worlds, compared with the reference design from the same tables by the unit
+//! tests' own comparison (`units::run_case`: the value returned, the provider
+//! calls, every row after, the transaction ended), so that a mistake shows whatever
+//! world it needs, not only the worlds someone wrote down.
+//!
+//! A world draws what `lab.md` lets vary: every field of `cfg`; store names of
+//! different lengths, in any order, tied or not on `last_served_ms`; ids in any
+//! order and created in any order; actions pending, claimed with a lease that ended
+//! before, exactly at or after `now_ms`, and dispatched; outbox rows in every status
+//! with 0 to 3 attempts, keys written by an earlier owner, events already recorded;
+//! callers that hold the claim and callers fenced by another worker or by a newer
+//! epoch of their own; provider answers of every kind, a kill with the request on
+//! the wire, the database restarting, and kills at each statement
+//! (`all_or_nothing`). Only states the reference design can reach are drawn (a
+//! pending action has epoch 0 and no owner; a dispatched one has an outbox row past
+//! `sending`), so that every correct way of writing a piece passes.
+//!
+//! Some worlds also race another worker's claim against the call, at each of the
+//! call's statements in turn (`units::run_case_interleaved`).
+//!
+//! A failing world is shrunk (rows dropped, `cfg` back to its defaults, one at a
+//! time while it still fails), and the test reports the smallest one it found,
+//! written as a case file's TOML (`hidden-tests/README.md`) so that staff can keep
+//! it as a case, with the rule broken, expected against actual, and the seed.
+
+use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
+use super::reference::RefBackend;
+use super::rules::Rule;
+use super::sim::{status_name, Backend, Call, Config, Script, Tables};
+use super::step_world::OtherClaim;
+use super::units::{action, created, run_case, run_case_interleaved, UnitCase};
+use crate::report::{TestKind, TestReport, TestStatus};
+use crate::rng::{mix, SeededRng};
+use crate::value::Value;
+use std::fmt::Write as _;
+
+/// One piece's differential test: how many random worlds, how many of them race
+/// another worker's claim at every statement.
+pub struct Piece {
+    pub function: &'static str,
+    pub worlds: usize,
+    pub races: usize,
+}
+
+/// The pieces, in the lab's order. `merge` is pure and has 25 inputs: it is tried on
+/// every pair instead.
+pub const PIECES: [Piece; 6] = [
+    Piece {
+        function: "claim",
+        worlds: 40,
+        races: 6,
+    },
+    Piece {
+        function: "write_intent",
+        worlds: 30,
+        races: 4,
+    },
+    Piece {
+        function: "deliver_step",
+        worlds: 40,
+        races: 4,
+    },
+    Piece {
+        function: "merge",
+        worlds: 25,
+        races: 0,
+    },
+    Piece {
+        function: "on_webhook",
+        worlds: 30,
+        races: 0,
+    },
+    Piece {
+        function: "heartbeat",
+        worlds: 30,
+        races: 4,
+    },
+];
+
+/// The prefix of every differential test's name.
+pub const PREFIX: &str = "differential: ";
+
+/// At most this many simpler worlds are tried while shrinking a failing one.
+const SHRINK_BUDGET: usize = 150;
+
+/// The case name the worlds run under (the report takes the test's).
+const WORLD: &str = "a random world";
+
+impl Piece {
+    pub fn test_name(&self) -> String {
+        if self.function == "merge" {
+            format!("{PREFIX}merge over every pair of statuses")
+        } else if self.races > 0 {
+            format!(
+                "{PREFIX}{} over {} random worlds, {} of them raced by another worker's claim",
+                self.function, self.worlds, self.races
+            )
+        } else {
+            format!("{PREFIX}{} over {} random worlds", self.function, self.worlds)
+        }
+    }
+}
+
+/// The worlds' seed: the run's, and the hidden inputs' when the run draws them per
+/// submission (`HiddenInputs::Variant`), so that two submissions meet other worlds.
+pub fn seed_of(run_seed: u64, variant: Option<u64>) -> u64 {
+    mix(run_seed, variant.map_or(0x6469_6666, |v| mix(v, 36)))
+}
+
+/// A world: a unit case with its `cfg`, and the other worker's claim that races it.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub case: UnitCase,
+    pub race: Option<OtherClaim>,
+}
+
+/// Every world of `piece` for `seed`, in order (the ones that race come last).
+pub fn worlds(piece: &Piece, seed: u64) -> Vec<World> {
+    if piece.function == "merge" {
+        return merge_worlds();
+    }
+    let mut g = SeededRng::new(mix(seed, piece.function.len() as u64 * 7919 + piece.worlds as u64));
+    (0..piece.worlds)
+        .map(|i| {
+            let race = i >= piece.worlds - piece.races;
+            draw(piece.function, &mut g, race)
+        })
+        .collect()
+}
+
+/// Runs one world against `learner`.
+pub fn check(learner: &mut dyn Backend, w: &World) -> TestReport {
+    match &w.race {
+        Some(other) => run_case_interleaved(learner, &w.case, other),
+        None => run_case(learner, &w.case),
+    }
+}
+
+/// The differential test of one piece.
+pub fn run(learner: &mut dyn Backend, piece: &Piece, seed: u64, replay: &str) -> TestReport {
+    let name = piece.test_name();
+    let all = worlds(piece, seed);
+    for (i, w) in all.iter().enumerate() {
+        let r = check(learner, w);
+        match r.status {
+            TestStatus::Pass => continue,
+            TestStatus::Fail => {
+                let (small, report, steps) = shrink(learner, w.clone(), r);
+                return finish(
+                    &name,
+                    report,
+                    &format!(
+                        "{} differs from the reference design in random world {} of {} (worlds seed {seed}).\nSmallest failing world found ({steps} simplifications), as a case file would write it:\n{}",
+                        piece.function,
+                        i + 1,
+                        all.len(),
+                        describe(&small)
+                    ),
+                    replay,
+                );
+            }
+            TestStatus::Error | TestStatus::Timeout => {
+                return finish(
+                    &name,
+                    r,
+                    &format!(
+                        "{} failed in random world {} of {} (worlds seed {seed}):\n{}",
+                        piece.function,
+                        i + 1,
+                        all.len(),
+                        describe(w)
+                    ),
+                    replay,
+                );
+            }
+        }
+    }
+    let mut t = TestReport::new(name, TestKind::Hidden, TestStatus::Pass, None);
+    t.output = None;
+    t
+}
+
+fn finish(name: &str, mut r: TestReport, head: &str, replay: &str) -> TestReport {
+    r.name = name.to_string();
+    r.kind = TestKind::Hidden;
+    r.trace.clear();
+    r.message = Some(format!(
+        "{head}\n\n{}\n\nReplay: {replay}",
+        r.message.as_deref().unwrap_or("")
+    ));
+    r
+}
+
+fn shrink(learner: &mut dyn Backend, mut w: World, mut failure: TestReport) -> (World, TestReport, usize) {
+    let (mut tries, mut steps) = (0, 0);
+    'simplify: while tries < SHRINK_BUDGET {
+        for candidate in simpler(&w) {
+            tries += 1;
+            let r = check(learner, &candidate);
+            if r.status == TestStatus::Fail {
+                (w, failure) = (candidate, r);
+                steps += 1;
+                continue 'simplify;
+            }
+            if tries >= SHRINK_BUDGET {
+                break;
+            }
+        }
+        break;
+    }
+    (w, failure, steps)
+}
+
+// ---- Drawing worlds ---------------------------------------------------------------
+
+/// Names of different lengths that sort differently by length and by bytes.
+const STORE_NAMES: [&str; 10] = [
+    "a", "b", "z", "ab", "ba", "bb", "aab", "store-1", "store-10", "store-2",
+];
+const WORKERS: [&str; 4] = ["w1", "w2", "w3", "w10"];
+const STATUSES: [&str; 5] = ["sending", "accepted", "sent", "delivered", "failed"];
+const PROVIDER_STATUSES: [Status; 4] = [Status::Accepted, Status::Sent, Status::Delivered, Status::Failed];
+
+fn draw_cfg(g: &mut SeededRng) -> Config {
+    if g.chance(0.15) {
+        return Config::default();
+    }
+    Config {
+        lease_ms: *g.pick(&[1, 40, 500, 2_500, 10_000, 30_000, 45_000, 120_000]),
+        in_flight_cap: 1 + g.below(6) as u32,
+        recheck_ms: *g.pick(&[1, 7, 250, 1_000, 1_500, 4_000, 60_000]),
+    }
+}
+
+/// A claimed action's lease as a claim at or before `now_ms` set it: ended long
+/// ago, a moment ago, exactly now, a moment from now, or live for a while.
+fn lease_until(g: &mut SeededRng, cfg: &Config, now_ms: u64) -> u64 {
+    let l = cfg.lease_ms as i64;
+    let off = *g.pick(&[-2 * l - 7, -l, -1, 0, 0, 1, l / 2, l]);
+    (now_ms as i64 + off).max(0) as u64
+}
+
+fn draw_tables(g: &mut SeededRng, cfg: &Config, now_ms: u64, actions: usize) -> Tables {
+    let mut names: Vec<&str> = Vec::new();
+    let k = 1 + g.below(4) as usize;
+    while names.len() < k {
+        let n = *g.pick(&STORE_NAMES);
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    // Few distinct times, so that ties between stores are common.
+    let served = [0, 0, now_ms.saturating_sub(1_000), now_ms.saturating_sub(1_000), now_ms.saturating_sub(20_000), now_ms];
+    let mut t = Tables {
+        stores: names
+            .iter()
+            .map(|n| super::sim::StoreState {
+                store: (*n).to_string(),
+                last_served_ms: *g.pick(&served),
+            })
+            .collect(),
+        ..Tables::default()
+    };
+    let mut ids: Vec<u64> = Vec::new();
+    while ids.len() < actions {
+        let id = 1 + g.below(40);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    for id in ids {
+        let store = *g.pick(&names);
+        let roll = g.below(100);
+        let created_ms = now_ms.saturating_sub(g.below(100_000));
+        let (state, owner, epoch, lease) = if roll < 45 {
+            ("pending", None, 0, 0)
+        } else if roll < 80 {
+            let owner = *g.pick(&WORKERS);
+            ("claimed", Some(owner), 1 + g.below(4) as i64, lease_until(g, cfg, now_ms))
+        } else {
+            let owner = *g.pick(&WORKERS);
+            ("dispatched", Some(owner), 1 + g.below(4) as i64, now_ms.saturating_sub(g.below(60_000)))
+        };
+        t.actions.push(created(action(id, store, state, owner, epoch, lease), created_ms));
+        let outbox = match state {
+            "dispatched" => true,
+            "claimed" => g.chance(0.6),
+            _ => false,
+        };
+        if outbox {
+            add_outbox(g, &mut t, id, state == "dispatched");
+        }
+    }
+    for _ in 0..g.below(3) {
+        let e = format!("evt-{}", 1 + g.below(30));
+        if !t.webhook_events.contains(&e) {
+            t.webhook_events.push(e);
+        }
+    }
+    t.actions.sort_by_key(|a| a.id);
+    t.outbox.sort_by_key(|o| o.action_id);
+    t
+}
+
+/// An outbox row for action `id`, as the design leaves one: `sending` with the
+/// attempts counted so far, or a status the provider reported (after at least one
+/// attempt, with its message id).
+fn add_outbox(g: &mut SeededRng, t: &mut Tables, id: u64, past_sending: bool) {
+    t.outbox.retain(|o| o.action_id != id);
+    let status = if past_sending || g.chance(0.4) {
+        *g.pick(&STATUSES[1..])
+    } else {
+        "sending"
+    };
+    let mut row = super::units::outbox(id, 0, status);
+    if g.chance(0.1) {
+        row.idem_key = format!("key-{id}-old");
+    }
+    if status == "sending" {
+        row.attempts = g.below(4) as i64;
+    } else {
+        row.attempts = 1 + g.below(3) as i64;
+        row.message_id = Some(format!("msg-{id}"));
+        if status != "accepted" {
+            row.events_applied = g.below(3) as i64;
+        }
+    }
+    t.outbox.push(row);
+}
+
+/// A caller of action `a`: the claim's holder most of the time, else a worker the
+/// claim has moved on from (another worker, or an older epoch of the same one).
+fn caller(g: &mut SeededRng, a: &super::sim::ActionState, holder: f64) -> (String, i64) {
+    let owner = a.owner.clone().unwrap_or_else(|| "w1".into());
+    if g.chance(holder) {
+        return (owner, a.epoch);
+    }
+    match g.below(3) {
+        0 if a.epoch > 1 => (owner, a.epoch - 1),
+        1 => (owner, a.epoch + 1),
+        _ => {
+            let other = WORKERS.iter().find(|w| **w != owner).copied().unwrap_or("w9");
+            (other.to_string(), a.epoch)
+        }
+    }
+}
+
+fn holds(a: &super::sim::ActionState, worker: &str, epoch: i64) -> bool {
+    a.state == "claimed" && a.owner.as_deref() == Some(worker) && a.epoch == epoch
+}
+
+/// Makes sure the world has a claimed action and returns its index.
+fn claimed_index(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64) -> usize {
+    let claimed: Vec<usize> = (0..t.actions.len())
+        .filter(|i| t.actions[*i].state == "claimed")
+        .collect();
+    if !claimed.is_empty() {
+        return *g.pick(&claimed);
+    }
+    let i = g.below(t.actions.len() as u64) as usize;
+    let a = &mut t.actions[i];
+    a.state = "claimed".into();
+    a.owner = Some((*g.pick(&WORKERS)).to_string());
+    a.epoch = 1 + g.below(4) as i64;
+    a.lease_until_ms = lease_until(g, cfg, now_ms);
+    let id = a.id;
+    // A claimed action has no outbox row, or one past `sending` only after a send.
+    if g.chance(0.6) {
+        add_outbox(g, t, id, false);
+    } else {
+        t.outbox.retain(|o| o.action_id != id);
+    }
+    i
+}
+
+fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
+    let cfg = draw_cfg(g);
+    let now_ms = 500_000 + 1_000 * g.below(500) + *g.pick(&[0, 0, 1, 999]);
+    let n = match function {
+        "claim" => 2 + g.below(9) as usize,
+        _ => 1 + g.below(5) as usize,
+    };
+    let mut t = draw_tables(g, &cfg, now_ms, n);
+    let mut script = Script::default();
+    let mut other = None;
+    let (call, rule) = match function {
+        "claim" => {
+            let worker = (*g.pick(&["w1", "w2", "w9"])).to_string();
+            let call = Call::Claim { worker, now_ms };
+            if race {
+                // The race that matters: for the action the claim would take.
+                let probe = UnitCase {
+                    name: WORLD,
+                    kind: TestKind::Hidden,
+                    rule: Rule::FairClaim,
+                    setup: t.clone(),
+                    call: call.clone(),
+                    script: Script::default(),
+                    cfg,
+                };
+                let picked = match super::units::reference_outcome(&probe) {
+                    Ok(super::units::Outcome {
+                        returned: Ok(Value::Tuple(v)),
+                        ..
+                    }) => match v.first() {
+                        Some(Value::Int(id)) => u64::try_from(*id).ok(),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let target = picked
+                    .and_then(|id| t.actions.iter().find(|a| a.id == id))
+                    .or_else(|| t.actions.first());
+                if let Some(a) = target {
+                    other = Some(OtherClaim {
+                        worker: "w-other".into(),
+                        action_id: a.id,
+                        epoch: a.epoch,
+                        now_ms,
+                    });
+                }
+            } else {
+                match g.below(100) {
+                    0..25 => script.all_or_nothing = true,
+                    25..30 => script.db_down = true,
+                    _ => {}
+                }
+            }
+            (call, Rule::FairClaim)
+        }
+        "write_intent" => {
+            let i = if g.chance(0.85) || race {
+                claimed_index(g, &mut t, &cfg, now_ms)
+            } else {
+                g.below(t.actions.len() as u64) as usize
+            };
+            let a = t.actions[i].clone();
+            let (worker, epoch) = if race {
+                (a.owner.clone().unwrap_or_default(), a.epoch)
+            } else {
+                caller(g, &a, 0.65)
+            };
+            if race {
+                other = Some(OtherClaim {
+                    worker: "w-other".into(),
+                    action_id: a.id,
+                    epoch: a.epoch,
+                    now_ms: now_ms.max(a.lease_until_ms),
+                });
+            } else if g.chance(0.3) {
+                script.all_or_nothing = true;
+            }
+            let rule = if holds(&a, &worker, epoch) && !race {
+                Rule::OneKey
+            } else {
+                Rule::Fence
+            };
+            (
+                Call::WriteIntent {
+                    action_id: a.id,
+                    worker,
+                    epoch,
+                },
+                rule,
+            )
+        }
+        "deliver_step" => {
+            let i = claimed_index(g, &mut t, &cfg, now_ms);
+            let a = t.actions[i].clone();
+            if !t.outbox.iter().any(|o| o.action_id == a.id) && g.chance(0.9) {
+                add_outbox(g, &mut t, a.id, false);
+                t.outbox.sort_by_key(|o| o.action_id);
+            }
+            let (worker, epoch) = if race {
+                (a.owner.clone().unwrap_or_default(), a.epoch)
+            } else {
+                caller(g, &a, 0.7)
+            };
+            script.sends = vec![if g.chance(0.6) {
+                SendAnswer::Accepted {
+                    message_id: format!("msg-{}-{}", a.id, 1 + g.below(9)),
+                }
+            } else {
+                SendAnswer::Timeout
+            }];
+            script.lookups = vec![match g.below(100) {
+                0..40 => LookupAnswer::Found {
+                    message_id: format!("msg-{}", a.id),
+                    status: *g.pick(&PROVIDER_STATUSES),
+                },
+                40..75 => LookupAnswer::NotFound,
+                _ => LookupAnswer::Timeout,
+            }];
+            if race {
+                other = Some(OtherClaim {
+                    worker: "w-other".into(),
+                    action_id: a.id,
+                    epoch: a.epoch,
+                    now_ms: now_ms.max(a.lease_until_ms),
+                });
+            } else {
+                match g.below(100) {
+                    0..10 => script.kill_after_send = true,
+                    10..14 => script.db_down = true,
+                    _ => {}
+                }
+            }
+            let status = t
+                .outbox
+                .iter()
+                .find(|o| o.action_id == a.id)
+                .map(|o| o.status.clone());
+            let rule = if !holds(&a, &worker, epoch) || race || status.is_none() {
+                Rule::Fence
+            } else if status.as_deref() != Some("sending") {
+                Rule::Settle
+            } else {
+                Rule::LookupBeforeResend
+            };
+            (
+                Call::DeliverStep {
+                    action_id: a.id,
+                    worker,
+                    epoch,
+                    now_ms,
+                },
+                rule,
+            )
+        }
+        "on_webhook" => {
+            if t.outbox.is_empty() {
+                let i = claimed_index(g, &mut t, &cfg, now_ms);
+                let id = t.actions[i].id;
+                add_outbox(g, &mut t, id, false);
+            }
+            let row = g.pick(&t.outbox).clone();
+            let event_id = if !t.webhook_events.is_empty() && g.chance(0.25) {
+                g.pick(&t.webhook_events).clone()
+            } else {
+                let mut e;
+                loop {
+                    e = format!("evt-{}", 31 + g.below(60));
+                    if !t.webhook_events.contains(&e) {
+                        break;
+                    }
+                }
+                e
+            };
+            match g.below(100) {
+                0..30 => script.all_or_nothing = true,
+                30..34 => script.db_down = true,
+                _ => {}
+            }
+            (
+                Call::OnWebhook {
+                    event: Webhook {
+                        event_id,
+                        key: row.idem_key.clone(),
+                        message_id: row
+                            .message_id
+                            .clone()
+                            .unwrap_or_else(|| format!("msg-{}", row.action_id)),
+                        status: *g.pick(&PROVIDER_STATUSES),
+                        due_s: 0.0,
+                    },
+                },
+                Rule::WebhookOnce,
+            )
+        }
+        "heartbeat" => {
+            let dispatched: Vec<usize> = (0..t.actions.len())
+                .filter(|i| t.actions[*i].state == "dispatched")
+                .collect();
+            let i = if !race && !dispatched.is_empty() && g.chance(0.15) {
+                *g.pick(&dispatched)
+            } else {
+                claimed_index(g, &mut t, &cfg, now_ms)
+            };
+            let a = t.actions[i].clone();
+            let (worker, epoch) = if race {
+                (a.owner.clone().unwrap_or_default(), a.epoch)
+            } else {
+                caller(g, &a, 0.65)
+            };
+            if race {
+                other = Some(OtherClaim {
+                    worker: "w-other".into(),
+                    action_id: a.id,
+                    epoch: a.epoch,
+                    now_ms: now_ms.max(a.lease_until_ms),
+                });
+            } else {
+                match g.below(100) {
+                    0..20 => script.all_or_nothing = true,
+                    20..24 => script.db_down = true,
+                    _ => {}
+                }
+            }
+            (
+                Call::Heartbeat {
+                    action_id: a.id,
+                    worker,
+                    epoch,
+                    now_ms,
+                },
+                Rule::Heartbeat,
+            )
+        }
+        other => unreachable!("`{other}` is not a courier piece"),
+    };
+    World {
+        case: UnitCase {
+            name: WORLD,
+            kind: TestKind::Hidden,
+            rule,
+            setup: t,
+            call,
+            script,
+            cfg,
+        },
+        race: other,
+    }
+}
+
+fn merge_worlds() -> Vec<World> {
+    let mut out = Vec::new();
+    for current in STATUSES {
+        for reported in STATUSES {
+            out.push(World {
+                case: UnitCase {
+                    name: WORLD,
+                    kind: TestKind::Hidden,
+                    rule: Rule::MergeForward,
+                    setup: Tables::default(),
+                    call: Call::Merge {
+                        current: current.into(),
+                        reported: reported.into(),
+                    },
+                    script: Script::default(),
+                    cfg: Config::default(),
+                },
+                race: None,
+            });
+        }
+    }
+    out
+}
+
+// ---- Shrinking ----------------------------------------------------------------------
+
+/// The action the call is about (its target, the event's row, the race's).
+fn kept_ids(w: &World) -> Vec<u64> {
+    let mut ids = Vec::new();
+    match &w.case.call {
+        Call::WriteIntent { action_id, .. }
+        | Call::DeliverStep { action_id, .. }
+        | Call::Heartbeat { action_id, .. } => ids.push(*action_id),
+        Call::OnWebhook { event } => ids.extend(
+            w.case
+                .setup
+                .outbox
+                .iter()
+                .filter(|o| o.idem_key == event.key)
+                .map(|o| o.action_id),
+        ),
+        Call::Claim { .. } | Call::Merge { .. } => {}
+    }
+    if let Some(o) = &w.race {
+        ids.push(o.action_id);
+    }
+    ids
+}
+
+/// Simpler worlds, each one step from `w`: a row fewer, a `cfg` field back to its
+/// default, a fault fewer. Each keeps the world one the design can reach.
+fn simpler(w: &World) -> Vec<World> {
+    let mut out = Vec::new();
+    let keep = kept_ids(w);
+    let t = &w.case.setup;
+    let with = |out: &mut Vec<World>, f: &dyn Fn(&mut World)| {
+        let mut c = w.clone();
+        f(&mut c);
+        out.push(c);
+    };
+    for a in &t.actions {
+        if keep.contains(&a.id) {
+            continue;
+        }
+        let id = a.id;
+        with(&mut out, &|c| {
+            c.case.setup.actions.retain(|x| x.id != id);
+            c.case.setup.outbox.retain(|o| o.action_id != id);
+        });
+    }
+    for s in &t.stores {
+        if t.actions.iter().any(|a| a.store == s.store) {
+            if s.last_served_ms != 0 {
+                let name = s.store.clone();
+                with(&mut out, &|c| {
+                    for x in &mut c.case.setup.stores {
+                        if x.store == name {
+                            x.last_served_ms = 0;
+                        }
+                    }
+                });
+            }
+            continue;
+        }
+        let name = s.store.clone();
+        with(&mut out, &|c| c.case.setup.stores.retain(|x| x.store != name));
+    }
+    let event = match &w.case.call {
+        Call::OnWebhook { event } => Some(event.event_id.clone()),
+        _ => None,
+    };
+    for e in &t.webhook_events {
+        if Some(e) == event.as_ref() {
+            continue;
+        }
+        let e = e.clone();
+        with(&mut out, &|c| c.case.setup.webhook_events.retain(|x| *x != e));
+    }
+    let d = Config::default();
+    if w.case.cfg.lease_ms != d.lease_ms && w.race.is_none() {
+        with(&mut out, &|c| c.case.cfg.lease_ms = d.lease_ms);
+    }
+    if w.case.cfg.in_flight_cap != d.in_flight_cap {
+        with(&mut out, &|c| c.case.cfg.in_flight_cap = d.in_flight_cap);
+    }
+    if w.case.cfg.recheck_ms != d.recheck_ms {
+        with(&mut out, &|c| c.case.cfg.recheck_ms = d.recheck_ms);
+    }
+    let s = &w.case.script;
+    if s.all_or_nothing {
+        with(&mut out, &|c| c.case.script.all_or_nothing = false);
+    }
+    if s.kill_after_send {
+        with(&mut out, &|c| c.case.script.kill_after_send = false);
+    }
+    if s.db_down {
+        with(&mut out, &|c| c.case.script.db_down = false);
+    }
+    if w.race.is_some() {
+        with(&mut out, &|c| c.race = None);
+    }
+    out
+}
+
+// ---- Describing a world --------------------------------------------------------------
+
+/// The world as a case file writes it (`hidden-tests/README.md`).
+pub fn describe(w: &World) -> String {
+    let c = &w.case;
+    let mut s = String::new();
+    let q = |v: &str| format!("{v:?}");
+    let _ = writeln!(
+        s,
+        "cfg = {{ lease_ms = {}, in_flight_cap = {}, recheck_ms = {} }}",
+        c.cfg.lease_ms, c.cfg.in_flight_cap, c.cfg.recheck_ms
+    );
+    let rows = |items: Vec<String>| {
+        if items.is_empty() {
+            "[]".to_string()
+        } else {
+            format!("[\n  {},\n]", items.join(",\n  "))
+        }
+    };
+    if !c.setup.stores.is_empty() {
+        let _ = writeln!(
+            s,
+            "stores = {}",
+            rows(
+                c.setup
+                    .stores
+                    .iter()
+                    .map(|x| format!("{{ store = {}, last_served_ms = {} }}", q(&x.store), x.last_served_ms))
+                    .collect()
+            )
+        );
+    }
+    if !c.setup.actions.is_empty() {
+        let _ = writeln!(
+            s,
+            "actions = {}",
+            rows(
+                c.setup
+                    .actions
+                    .iter()
+                    .map(|a| {
+                        let owner = a
+                            .owner
+                            .as_ref()
+                            .map_or(String::new(), |o| format!(", owner = {}", q(o)));
+                        format!(
+                            "{{ id = {}, store = {}, state = {}{owner}, epoch = {}, lease_until_ms = {}, created_ms = {} }}",
+                            a.id,
+                            q(&a.store),
+                            q(&a.state),
+                            a.epoch,
+                            a.lease_until_ms,
+                            a.created_ms
+                        )
+                    })
+                    .collect()
+            )
+        );
+    }
+    if !c.setup.outbox.is_empty() {
+        let _ = writeln!(
+            s,
+            "outbox = {}",
+            rows(
+                c.setup
+                    .outbox
+                    .iter()
+                    .map(|o| {
+                        let mid = o
+                            .message_id
+                            .as_ref()
+                            .map_or(String::new(), |m| format!(", message_id = {}", q(m)));
+                        format!(
+                            "{{ action_id = {}, idem_key = {}, attempts = {}, status = {}{mid}, events_applied = {} }}",
+                            o.action_id,
+                            q(&o.idem_key),
+                            o.attempts,
+                            q(&o.status),
+                            o.events_applied
+                        )
+                    })
+                    .collect()
+            )
+        );
+    }
+    if !c.setup.webhook_events.is_empty() {
+        let _ = writeln!(
+            s,
+            "webhook_events = [{}]",
+            c.setup.webhook_events.iter().map(|e| q(e)).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let call = match &c.call {
+        Call::Claim { worker, now_ms } => {
+            format!("{{ fn = \"claim\", worker = {}, now_ms = {now_ms} }}", q(worker))
+        }
+        Call::WriteIntent {
+            action_id,
+            worker,
+            epoch,
+        } => format!(
+            "{{ fn = \"write_intent\", action_id = {action_id}, worker = {}, epoch = {epoch} }}",
+            q(worker)
+        ),
+        Call::DeliverStep {
+            action_id,
+            worker,
+            epoch,
+            now_ms,
+        } => format!(
+            "{{ fn = \"deliver_step\", action_id = {action_id}, worker = {}, epoch = {epoch}, now_ms = {now_ms} }}",
+            q(worker)
+        ),
+        Call::Heartbeat {
+            action_id,
+            worker,
+            epoch,
+            now_ms,
+        } => format!(
+            "{{ fn = \"heartbeat\", action_id = {action_id}, worker = {}, epoch = {epoch}, now_ms = {now_ms} }}",
+            q(worker)
+        ),
+        Call::OnWebhook { event } => format!(
+            "{{ fn = \"on_webhook\", event_id = {}, key = {}, message_id = {}, status = {} }}",
+            q(&event.event_id),
+            q(&event.key),
+            q(&event.message_id),
+            q(status_name(event.status))
+        ),
+        Call::Merge { current, reported } => format!(
+            "{{ fn = \"merge\", current = {}, reported = {} }}",
+            q(current),
+            q(reported)
+        ),
+    };
+    let _ = writeln!(s, "call = {call}");
+    let sc = &c.script;
+    if matches!(c.call, Call::DeliverStep { .. }) {
+        let sends: Vec<String> = sc
+            .sends
+            .iter()
+            .map(|a| match a {
+                SendAnswer::Accepted { message_id } => {
+                    format!("{{ answer = \"accepted\", message_id = {} }}", q(message_id))
+                }
+                SendAnswer::Timeout => "{ answer = \"timeout\" }".into(),
+            })
+            .collect();
+        let lookups: Vec<String> = sc
+            .lookups
+            .iter()
+            .map(|a| match a {
+                LookupAnswer::Found { message_id, status } => format!(
+                    "{{ answer = \"found\", message_id = {}, status = {} }}",
+                    q(message_id),
+                    q(status_name(*status))
+                ),
+                LookupAnswer::NotFound => "{ answer = \"not-found\" }".into(),
+                LookupAnswer::Timeout => "{ answer = \"timeout\" }".into(),
+            })
+            .collect();
+        let _ = writeln!(s, "provider.sends = [{}]", sends.join(", "));
+        let _ = writeln!(s, "provider.lookups = [{}]", lookups.join(", "));
+    }
+    if sc.kill_after_send {
+        let _ = writeln!(s, "world.kill_after_send = true");
+    }
+    if sc.db_down {
+        let _ = writeln!(s, "world.db_down = true");
+    }
+    if sc.all_or_nothing {
+        let _ = writeln!(s, "all_or_nothing = true");
+    }
+    if let Some(o) = &w.race {
+        let _ = writeln!(
+            s,
+            "# raced at each statement in turn by: interleave = {{ after_statement = N, claim = {{ worker = {}, action_id = {}, epoch = {}, now_ms = {} }} }}",
+            q(&o.worker),
+            o.action_id,
+            o.epoch,
+            o.now_ms
+        );
+    }
+    s
+}
+
+/// The reference design passes every world of every piece (a check the tests run
+/// over many seeds: a world it fails would fail every learner).
+pub fn reference_passes(seed: u64) -> Result<(), String> {
+    for piece in &PIECES {
+        for (i, w) in worlds(piece, seed).iter().enumerate() {
+            let r = check(&mut RefBackend::new(None), w);
+            if r.status != TestStatus::Pass {
+                return Err(format!(
+                    "{} world {i} (seed {seed}):\n{}\n{}",
+                    piece.function,
+                    describe(w),
+                    r.message.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
