@@ -29,7 +29,7 @@ use super::reference::RefBackend;
 use super::rules::Rule;
 use super::sim::{status_name, Backend, Call, Config, Script, Tables};
 use super::step_world::OtherClaim;
-use super::units::{action, created, run_case, run_case_interleaved, UnitCase};
+use super::units::{action, created, run_case, run_case_interleaved, Racer, UnitCase};
 use crate::report::{TestKind, TestReport, TestStatus};
 use crate::rng::{mix, SeededRng};
 use crate::value::Value;
@@ -59,7 +59,7 @@ pub const PIECES: [Piece; 6] = [
     Piece {
         function: "deliver_step",
         worlds: 40,
-        races: 4,
+        races: 8,
     },
     Piece {
         function: "merge",
@@ -69,7 +69,7 @@ pub const PIECES: [Piece; 6] = [
     Piece {
         function: "on_webhook",
         worlds: 30,
-        races: 0,
+        races: 4,
     },
     Piece {
         function: "heartbeat",
@@ -112,7 +112,7 @@ pub fn seed_of(run_seed: u64, variant: Option<u64>) -> u64 {
 #[derive(Clone, Debug)]
 pub struct World {
     pub case: UnitCase,
-    pub race: Option<OtherClaim>,
+    pub race: Option<Racer>,
 }
 
 /// Every world of `piece` for `seed`, in order (the ones that race come last).
@@ -124,7 +124,7 @@ pub fn worlds(piece: &Piece, seed: u64) -> Vec<World> {
     (0..piece.worlds)
         .map(|i| {
             let race = i >= piece.worlds - piece.races;
-            draw(piece.function, &mut g, race)
+            draw(piece.function, &mut g, race, i)
         })
         .collect()
 }
@@ -329,21 +329,42 @@ fn add_outbox(g: &mut SeededRng, t: &mut Tables, id: u64, past_sending: bool) {
     t.outbox.push(row);
 }
 
-/// A caller of action `a`: the claim's holder most of the time, else a worker the
-/// claim has moved on from (another worker, or an older epoch of the same one).
-fn caller(g: &mut SeededRng, a: &super::sim::ActionState, holder: f64) -> (String, i64) {
+/// A caller of action `i`, as the design can call a piece: the claim's holder, or a
+/// worker whose claim was an earlier epoch of this action (a zombie, or the same
+/// worker after it lost the action and claimed it again). An epoch names one claim
+/// and so one owner (lab.md), so no caller holds the current epoch under another
+/// name, or an epoch the action has not reached. A `dispatched` action's own
+/// holder calls only where `holder_of_dispatched` (lab.md names the answer for
+/// write_intent and heartbeat: `claimed` is part of their fence).
+fn caller(g: &mut SeededRng, t: &mut Tables, i: usize, holder: f64, holder_of_dispatched: bool) -> (String, i64) {
+    let a = &mut t.actions[i];
     let owner = a.owner.clone().unwrap_or_else(|| "w1".into());
-    if g.chance(holder) {
+    let may_hold = a.state == "claimed" || holder_of_dispatched;
+    if may_hold && g.chance(holder) {
         return (owner, a.epoch);
     }
-    match g.below(3) {
-        0 if a.epoch > 1 => (owner, a.epoch - 1),
-        1 => (owner, a.epoch + 1),
-        _ => {
-            let other = WORKERS.iter().find(|w| **w != owner).copied().unwrap_or("w9");
-            (other.to_string(), a.epoch)
-        }
+    if a.epoch < 2 {
+        // An earlier claim needs an earlier epoch.
+        a.epoch = 2 + g.below(3) as i64;
     }
+    let epoch = 1 + g.below(a.epoch as u64 - 1) as i64;
+    let worker = if g.chance(0.4) {
+        owner
+    } else {
+        (*g.pick(&WORKERS)).to_string()
+    };
+    (worker, epoch)
+}
+
+/// A claimed action (most of the time) or a dispatched one, when the world has one.
+fn target(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64, dispatched: f64) -> usize {
+    let done: Vec<usize> = (0..t.actions.len())
+        .filter(|i| t.actions[*i].state == "dispatched")
+        .collect();
+    if !done.is_empty() && g.chance(dispatched) {
+        return *g.pick(&done);
+    }
+    claimed_index(g, t, cfg, now_ms)
 }
 
 fn holds(a: &super::sim::ActionState, worker: &str, epoch: i64) -> bool {
@@ -374,7 +395,9 @@ fn claimed_index(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64) -
     i
 }
 
-fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
+/// World `k` of a piece: `k` picks the path a step takes where chance alone could
+/// miss one (`deliver_step`'s), so that every seed meets every path.
+fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
     let cfg = draw_cfg(g);
     let now_ms = 500_000 + 1_000 * g.below(500) + *g.pick(&[0, 0, 1, 999]);
     let n = match function {
@@ -384,7 +407,7 @@ fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
     let mut t = draw_tables(g, &cfg, now_ms, n);
     let mut script = Script::default();
     let mut other = None;
-    let (call, rule) = match function {
+    let call = match function {
         "claim" => {
             let worker = (*g.pick(&["w1", "w2", "w9"])).to_string();
             let call = Call::Claim { worker, now_ms };
@@ -413,12 +436,12 @@ fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
                     .and_then(|id| t.actions.iter().find(|a| a.id == id))
                     .or_else(|| t.actions.first());
                 if let Some(a) = target {
-                    other = Some(OtherClaim {
+                    other = Some(Racer::Claim(OtherClaim {
                         worker: "w-other".into(),
                         action_id: a.id,
                         epoch: a.epoch,
                         now_ms,
-                    });
+                    }));
                 }
             } else {
                 match g.below(100) {
@@ -427,106 +450,140 @@ fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
                     _ => {}
                 }
             }
-            (call, Rule::FairClaim)
+            call
         }
         "write_intent" => {
-            let i = if g.chance(0.85) || race {
+            let i = if race {
                 claimed_index(g, &mut t, &cfg, now_ms)
             } else {
-                g.below(t.actions.len() as u64) as usize
+                target(g, &mut t, &cfg, now_ms, 0.2)
             };
-            let a = t.actions[i].clone();
             let (worker, epoch) = if race {
+                let a = &t.actions[i];
                 (a.owner.clone().unwrap_or_default(), a.epoch)
             } else {
-                caller(g, &a, 0.65)
+                caller(g, &mut t, i, 0.65, true)
             };
+            let a = t.actions[i].clone();
             if race {
-                other = Some(OtherClaim {
+                other = Some(Racer::Claim(OtherClaim {
                     worker: "w-other".into(),
                     action_id: a.id,
                     epoch: a.epoch,
                     now_ms: now_ms.max(a.lease_until_ms),
-                });
+                }));
             } else if g.chance(0.3) {
                 script.all_or_nothing = true;
             }
-            let rule = if holds(&a, &worker, epoch) && !race {
-                Rule::OneKey
-            } else {
-                Rule::Fence
-            };
-            (
-                Call::WriteIntent {
-                    action_id: a.id,
-                    worker,
-                    epoch,
-                },
-                rule,
-            )
+            Call::WriteIntent {
+                action_id: a.id,
+                worker,
+                epoch,
+            }
         }
         "deliver_step" => {
-            let i = claimed_index(g, &mut t, &cfg, now_ms);
-            let a = t.actions[i].clone();
-            if !t.outbox.iter().any(|o| o.action_id == a.id) && g.chance(0.9) {
-                add_outbox(g, &mut t, a.id, false);
-                t.outbox.sort_by_key(|o| o.action_id);
-            }
-            let (worker, epoch) = if race {
+            // Paths: 0 first send times out, 1 first send accepted, 2 lookup found,
+            // 3 lookup not found then a send, 4 lookup times out, 5 a status already
+            // past sending, 6 a caller that lost its claim, 7 a kill or a restart.
+            let path = k % 8;
+            let i = if race || path != 6 {
+                claimed_index(g, &mut t, &cfg, now_ms)
+            } else {
+                target(g, &mut t, &cfg, now_ms, 0.3)
+            };
+            let (worker, epoch) = if race || path != 6 {
+                let a = &t.actions[i];
                 (a.owner.clone().unwrap_or_default(), a.epoch)
             } else {
-                caller(g, &a, 0.7)
+                caller(g, &mut t, i, 0.0, false)
             };
-            script.sends = vec![if g.chance(0.6) {
-                SendAnswer::Accepted {
-                    message_id: format!("msg-{}-{}", a.id, 1 + g.below(9)),
+            let a = t.actions[i].clone();
+            // A step follows a write_intent that returned a key: the row is there.
+            if !t.outbox.iter().any(|o| o.action_id == a.id) {
+                add_outbox(g, &mut t, a.id, a.state == "dispatched");
+                t.outbox.sort_by_key(|o| o.action_id);
+            }
+            if let Some(o) = t.outbox.iter_mut().find(|o| o.action_id == a.id) {
+                if path == 5 {
+                    if o.status == "sending" {
+                        o.status = (*g.pick(&STATUSES[1..])).into();
+                        o.attempts = o.attempts.max(1);
+                        o.message_id = Some(format!("msg-{}", a.id));
+                    }
+                } else if path != 6 {
+                    o.status = "sending".into();
+                    o.message_id = None;
+                    o.events_applied = 0;
+                    o.attempts = match path {
+                        0 | 1 => 0,
+                        2..=4 => 1 + g.below(3) as i64,
+                        _ => o.attempts,
+                    };
                 }
-            } else {
-                SendAnswer::Timeout
+            }
+            let accepted = SendAnswer::Accepted {
+                message_id: format!("msg-{}-{}", a.id, 1 + g.below(9)),
+            };
+            script.sends = vec![match path {
+                0 => SendAnswer::Timeout,
+                1 => accepted,
+                _ if g.chance(0.55) => accepted,
+                _ => SendAnswer::Timeout,
             }];
-            script.lookups = vec![match g.below(100) {
-                0..40 => LookupAnswer::Found {
-                    message_id: format!("msg-{}", a.id),
-                    status: *g.pick(&PROVIDER_STATUSES),
-                },
-                40..75 => LookupAnswer::NotFound,
+            let found = LookupAnswer::Found {
+                message_id: format!("msg-{}", a.id),
+                status: *g.pick(&PROVIDER_STATUSES),
+            };
+            let roll = g.below(100);
+            script.lookups = vec![match path {
+                2 => found,
+                3 => LookupAnswer::NotFound,
+                4 => LookupAnswer::Timeout,
+                _ if roll < 40 => found,
+                _ if roll < 75 => LookupAnswer::NotFound,
                 _ => LookupAnswer::Timeout,
             }];
-            if race {
-                other = Some(OtherClaim {
+            if race && k % 2 == 0 {
+                // A webhook for this action's key lands during the step: the settle
+                // must merge forward over what it wrote.
+                if let Some(o) = t.outbox.iter_mut().find(|o| o.action_id == a.id) {
+                    o.status = "sending".into();
+                    o.message_id = None;
+                    o.events_applied = 0;
+                    let key = o.idem_key.clone();
+                    other = Some(Racer::Webhook(Webhook {
+                        event_id: format!("evt-{}", 91 + g.below(9)),
+                        key,
+                        message_id: format!("msg-{}", a.id),
+                        // Ahead of what the step records: a settle that writes its
+                        // own status over the row's shows.
+                        status: *g.pick(&PROVIDER_STATUSES[1..]),
+                        due_s: 0.0,
+                    }));
+                }
+                script.sends = vec![SendAnswer::Accepted {
+                    message_id: format!("msg-{}", a.id),
+                }];
+            } else if race {
+                other = Some(Racer::Claim(OtherClaim {
                     worker: "w-other".into(),
                     action_id: a.id,
                     epoch: a.epoch,
                     now_ms: now_ms.max(a.lease_until_ms),
-                });
-            } else {
-                match g.below(100) {
-                    0..10 => script.kill_after_send = true,
-                    10..14 => script.db_down = true,
-                    _ => {}
+                }));
+            } else if path == 7 {
+                if g.chance(0.6) {
+                    script.kill_after_send = true;
+                } else {
+                    script.db_down = true;
                 }
             }
-            let status = t
-                .outbox
-                .iter()
-                .find(|o| o.action_id == a.id)
-                .map(|o| o.status.clone());
-            let rule = if !holds(&a, &worker, epoch) || race || status.is_none() {
-                Rule::Fence
-            } else if status.as_deref() != Some("sending") {
-                Rule::Settle
-            } else {
-                Rule::LookupBeforeResend
-            };
-            (
-                Call::DeliverStep {
-                    action_id: a.id,
-                    worker,
-                    epoch,
-                    now_ms,
-                },
-                rule,
-            )
+            Call::DeliverStep {
+                action_id: a.id,
+                worker,
+                epoch,
+                now_ms,
+            }
         }
         "on_webhook" => {
             if t.outbox.is_empty() {
@@ -547,49 +604,62 @@ fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
                 }
                 e
             };
-            match g.below(100) {
-                0..30 => script.all_or_nothing = true,
-                30..34 => script.db_down = true,
-                _ => {}
+            let status = *g.pick(&PROVIDER_STATUSES);
+            let message_id = row
+                .message_id
+                .clone()
+                .unwrap_or_else(|| format!("msg-{}", row.action_id));
+            if race {
+                // The same event delivered twice at once, or another event for the key.
+                let (event_id, status) = if g.chance(0.5) {
+                    (event_id.clone(), status)
+                } else {
+                    (format!("evt-{}", 91 + g.below(9)), *g.pick(&PROVIDER_STATUSES))
+                };
+                other = Some(Racer::Webhook(Webhook {
+                    event_id,
+                    key: row.idem_key.clone(),
+                    message_id: message_id.clone(),
+                    status,
+                    due_s: 0.0,
+                }));
+            } else {
+                match g.below(100) {
+                    0..30 => script.all_or_nothing = true,
+                    30..34 => script.db_down = true,
+                    _ => {}
+                }
             }
-            (
-                Call::OnWebhook {
-                    event: Webhook {
-                        event_id,
-                        key: row.idem_key.clone(),
-                        message_id: row
-                            .message_id
-                            .clone()
-                            .unwrap_or_else(|| format!("msg-{}", row.action_id)),
-                        status: *g.pick(&PROVIDER_STATUSES),
-                        due_s: 0.0,
-                    },
+            Call::OnWebhook {
+                event: Webhook {
+                    event_id,
+                    key: row.idem_key.clone(),
+                    message_id,
+                    status,
+                    due_s: 0.0,
                 },
-                Rule::WebhookOnce,
-            )
+            }
         }
         "heartbeat" => {
-            let dispatched: Vec<usize> = (0..t.actions.len())
-                .filter(|i| t.actions[*i].state == "dispatched")
-                .collect();
-            let i = if !race && !dispatched.is_empty() && g.chance(0.15) {
-                *g.pick(&dispatched)
-            } else {
+            let i = if race {
                 claimed_index(g, &mut t, &cfg, now_ms)
+            } else {
+                target(g, &mut t, &cfg, now_ms, 0.15)
             };
-            let a = t.actions[i].clone();
             let (worker, epoch) = if race {
+                let a = &t.actions[i];
                 (a.owner.clone().unwrap_or_default(), a.epoch)
             } else {
-                caller(g, &a, 0.65)
+                caller(g, &mut t, i, 0.65, true)
             };
+            let a = t.actions[i].clone();
             if race {
-                other = Some(OtherClaim {
+                other = Some(Racer::Claim(OtherClaim {
                     worker: "w-other".into(),
                     action_id: a.id,
                     epoch: a.epoch,
                     now_ms: now_ms.max(a.lease_until_ms),
-                });
+                }));
             } else {
                 match g.below(100) {
                     0..20 => script.all_or_nothing = true,
@@ -597,29 +667,74 @@ fn draw(function: &str, g: &mut SeededRng, race: bool) -> World {
                     _ => {}
                 }
             }
-            (
-                Call::Heartbeat {
-                    action_id: a.id,
-                    worker,
-                    epoch,
-                    now_ms,
-                },
-                Rule::Heartbeat,
-            )
+            Call::Heartbeat {
+                action_id: a.id,
+                worker,
+                epoch,
+                now_ms,
+            }
         }
         other => unreachable!("`{other}` is not a courier piece"),
     };
-    World {
-        case: UnitCase {
-            name: WORLD,
-            kind: TestKind::Hidden,
-            rule,
-            setup: t,
-            call,
-            script,
-            cfg,
-        },
-        race: other,
+    let mut case = UnitCase {
+        name: WORLD,
+        kind: TestKind::Hidden,
+        rule: Rule::FairClaim,
+        setup: t,
+        call,
+        script,
+        cfg,
+    };
+    case.rule = rule_for(&case, &other);
+    World { case, race: other }
+}
+
+/// The rule a world holds the piece to: the one its failure names.
+fn rule_for(case: &UnitCase, race: &Option<Racer>) -> Rule {
+    let held = |id: u64, worker: &str, epoch: i64| {
+        case.setup
+            .actions
+            .iter()
+            .any(|a| a.id == id && holds(a, worker, epoch))
+    };
+    match &case.call {
+        Call::Claim { .. } => Rule::FairClaim,
+        Call::Merge { .. } => Rule::MergeForward,
+        Call::OnWebhook { .. } => Rule::WebhookOnce,
+        Call::Heartbeat { .. } => Rule::Heartbeat,
+        Call::WriteIntent {
+            action_id,
+            worker,
+            epoch,
+        } => {
+            if held(*action_id, worker, *epoch) && !matches!(race, Some(Racer::Claim(_))) {
+                Rule::OneKey
+            } else {
+                Rule::Fence
+            }
+        }
+        Call::DeliverStep {
+            action_id,
+            worker,
+            epoch,
+            ..
+        } => {
+            let status = case
+                .setup
+                .outbox
+                .iter()
+                .find(|o| o.action_id == *action_id)
+                .map(|o| o.status.as_str());
+            if !held(*action_id, worker, *epoch) || matches!(race, Some(Racer::Claim(_))) {
+                Rule::Fence
+            } else if matches!(race, Some(Racer::Webhook(_))) {
+                Rule::MergeForward
+            } else if status != Some("sending") {
+                Rule::Settle
+            } else {
+                Rule::LookupBeforeResend
+            }
+        }
     }
 }
 
@@ -666,7 +781,7 @@ fn kept_ids(w: &World) -> Vec<u64> {
         ),
         Call::Claim { .. } | Call::Merge { .. } => {}
     }
-    if let Some(o) = &w.race {
+    if let Some(Racer::Claim(o)) = &w.race {
         ids.push(o.action_id);
     }
     ids
@@ -742,7 +857,10 @@ fn simpler(w: &World) -> Vec<World> {
         with(&mut out, &|c| c.case.script.db_down = false);
     }
     if w.race.is_some() {
-        with(&mut out, &|c| c.race = None);
+        with(&mut out, &|c| {
+            c.race = None;
+            c.case.rule = rule_for(&c.case, &None);
+        });
     }
     out
 }
@@ -920,15 +1038,28 @@ pub fn describe(w: &World) -> String {
     if sc.all_or_nothing {
         let _ = writeln!(s, "all_or_nothing = true");
     }
-    if let Some(o) = &w.race {
-        let _ = writeln!(
-            s,
-            "# raced at each statement in turn by: interleave = {{ after_statement = N, claim = {{ worker = {}, action_id = {}, epoch = {}, now_ms = {} }} }}",
-            q(&o.worker),
-            o.action_id,
-            o.epoch,
-            o.now_ms
-        );
+    match &w.race {
+        Some(Racer::Claim(o)) => {
+            let _ = writeln!(
+                s,
+                "# raced at each statement in turn by: interleave = {{ after_statement = N, claim = {{ worker = {}, action_id = {}, epoch = {}, now_ms = {} }} }}",
+                q(&o.worker),
+                o.action_id,
+                o.epoch,
+                o.now_ms
+            );
+        }
+        Some(Racer::Webhook(e)) => {
+            let _ = writeln!(
+                s,
+                "# raced at each statement in turn by a webhook handled on another connection: {{ event_id = {}, key = {}, message_id = {}, status = {} }}",
+                q(&e.event_id),
+                q(&e.key),
+                q(&e.message_id),
+                q(status_name(e.status))
+            );
+        }
+        None => {}
     }
     s
 }

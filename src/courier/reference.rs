@@ -26,6 +26,12 @@ pub enum Mistake {
     NoHeartbeat,
     /// A timeout taken as "not sent": mark failed and settle.
     TimeoutIsFailure,
+    /// The claim's UPDATE trusts the SELECT before it: no compare-and-set on the
+    /// epoch read (`UPDATE ... SET epoch = epoch + 1 WHERE id = ?`), so a claim that
+    /// landed in between is taken over while its lease is live.
+    ClaimWithoutCas,
+    /// The settle writes the reported status over the row's instead of merging it.
+    SettleOverwrites,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -108,6 +114,13 @@ impl RefBackend {
             // Another worker's claim commits here, with no transaction of ours open.
             let mut t = self.tables();
             other.apply(&mut t, self.cfg.lease_ms);
+            self.load_tables(&t)
+                .map_err(|e| Stop(LearnerError::Host { message: e.to_string() }))?;
+        }
+        if let Some(w) = self.step.as_ref().and_then(|w| w.webhook_due(self.in_tx)) {
+            // A webhook handled on another connection commits here.
+            let mut t = self.tables();
+            w.apply(&mut t);
             self.load_tables(&t)
                 .map_err(|e| Stop(LearnerError::Host { message: e.to_string() }))?;
         }
@@ -235,10 +248,12 @@ impl RefBackend {
             return Ok(Value::None);
         };
         self.write(f)?; // UPDATE actions ... WHERE id = ? AND epoch = ?
-        if !self
-            .actions
-            .get(&id)
-            .is_some_and(|a| a.epoch == epoch && self.claimable(a, now_ms))
+        let cas = self.mistake != Some(Mistake::ClaimWithoutCas);
+        if cas
+            && !self
+                .actions
+                .get(&id)
+                .is_some_and(|a| a.epoch == epoch && self.claimable(a, now_ms))
         {
             // Lost a race: another worker claimed it since the SELECT.
             self.rollback();
@@ -247,7 +262,9 @@ impl RefBackend {
         let mut a = self.actions[&id].clone();
         a.state = "claimed";
         a.owner = Some(worker.into());
-        a.epoch = epoch + 1;
+        // Without the compare-and-set the UPDATE's `epoch = epoch + 1` counts from
+        // the row as it is now, whoever claimed it since the SELECT.
+        a.epoch = if cas { epoch + 1 } else { a.epoch + 1 };
         a.lease_until_ms = now_ms + self.cfg.lease_ms;
         let store = a.store.clone();
         self.set_action(id, a);
@@ -307,7 +324,11 @@ impl RefBackend {
     ) -> R<Value> {
         self.write(f)?; // UPDATE outbox SET status
         let mut o = self.outbox[&id].clone();
-        o.status = merge(&o.status, status);
+        o.status = if self.mistake == Some(Mistake::SettleOverwrites) {
+            status.to_string()
+        } else {
+            merge(&o.status, status)
+        };
         if o.message_id.is_none() {
             o.message_id = msg;
         }

@@ -46,6 +46,67 @@ pub struct Script {
     /// Real concurrency: another worker's write commits between two statements of
     /// the call (on a connection of its own).
     pub interleave: Option<Interleave>,
+    /// Real concurrency too: a webhook handled on another connection commits between
+    /// two statements of the call (the differential tests' races; no case file has one).
+    pub webhook_during: Option<WebhookDuring>,
+}
+
+/// A webhook that another connection records and merges while the call runs, as
+/// `on_webhook` does it: once the caller has run `after_statement` statements, at its
+/// first statement from then on with no transaction open (else right after the call).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookDuring {
+    pub after_statement: usize,
+    pub event: super::provider::Webhook,
+}
+
+impl WebhookDuring {
+    /// The webhook on tables: its event id recorded (a known one changes nothing), its
+    /// status merged forward into the row with its key, the message id kept if the row
+    /// has one, `events_applied` + 1.
+    pub fn apply(&self, t: &mut super::tables::Tables) {
+        let e = &self.event;
+        if t.webhook_events.contains(&e.event_id) {
+            return;
+        }
+        t.webhook_events.push(e.event_id.clone());
+        if let Some(o) = t.outbox.iter_mut().find(|o| o.idem_key == e.key) {
+            let reported = status_name(e.status);
+            if super::reference::rank(reported) > super::reference::rank(&o.status) {
+                o.status = reported.to_string();
+            }
+            if o.message_id.is_none() {
+                o.message_id = Some(e.message_id.clone());
+            }
+            o.events_applied += 1;
+        }
+    }
+
+    /// The same webhook as the statements another connection runs and commits.
+    pub fn statements(&self) -> String {
+        let e = &self.event;
+        let rank = |col: &str| {
+            format!("CASE {col} WHEN 'sending' THEN 0 WHEN 'accepted' THEN 1 WHEN 'sent' THEN 2 WHEN 'delivered' THEN 3 WHEN 'failed' THEN 3 ELSE -1 END")
+        };
+        let status = status_name(e.status);
+        serde_json::json!([
+            [
+                format!(
+                    "UPDATE outbox SET status = CASE WHEN {} > {} THEN ? ELSE status END, \
+                     message_id = COALESCE(message_id, ?), events_applied = events_applied + 1 \
+                     WHERE idem_key = ? AND NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = ?)",
+                    rank("?"),
+                    rank("status")
+                ),
+                [status, status, e.message_id, e.key, e.event_id]
+            ],
+            [
+                "INSERT INTO webhook_events (event_id) VALUES (?) ON CONFLICT DO NOTHING",
+                [e.event_id]
+            ]
+        ])
+        .to_string()
+    }
 }
 
 /// Another worker's write that commits while the call runs: once the caller has
@@ -141,6 +202,8 @@ pub struct WorldState {
     lookups: usize,
     /// The script's interleaved write has committed.
     interleaved: bool,
+    /// The script's webhook during the call has committed.
+    webhook_done: bool,
     /// `cfg.lease_ms` of a unit case's run: the lease of the interleaved claim.
     lease_ms: u64,
 }
@@ -167,6 +230,7 @@ impl StepWorld {
             sends: 0,
             lookups: 0,
             interleaved: false,
+            webhook_done: false,
             lease_ms: super::tables::Config::default().lease_ms,
         })))
     }
@@ -239,6 +303,7 @@ impl StepWorld {
         s.sends = 0;
         s.lookups = 0;
         s.interleaved = false;
+        s.webhook_done = false;
     }
 
     /// Asked before a statement: the other worker's claim, when it is to commit now,
@@ -275,6 +340,37 @@ impl StepWorld {
         let claim = i.claim.clone();
         s.interleaved = true;
         Some(claim)
+    }
+
+    /// Asked before a statement: the webhook the script runs during the call, when it
+    /// is to commit now, before this statement runs (it is then done).
+    pub fn webhook_due(&self, in_tx: bool) -> Option<WebhookDuring> {
+        self.take_webhook(|s, w| !in_tx && s.killed.is_none() && s.statements >= w.after_statement)
+    }
+
+    /// After the call: the script's webhook if it has not committed yet.
+    pub fn webhook_left(&self) -> Option<WebhookDuring> {
+        self.take_webhook(|_, _| true)
+    }
+
+    fn take_webhook(
+        &self,
+        when: impl FnOnce(&WorldState, &WebhookDuring) -> bool,
+    ) -> Option<WebhookDuring> {
+        let mut s = self.0.borrow_mut();
+        let Rule::Script(Script {
+            webhook_during: Some(w),
+            ..
+        }) = &s.rule
+        else {
+            return None;
+        };
+        if s.webhook_done || !when(&s, w) {
+            return None;
+        }
+        let w = w.clone();
+        s.webhook_done = true;
+        Some(w)
     }
 
     pub fn killed(&self) -> Option<KillKind> {
@@ -528,12 +624,14 @@ impl LabWorld for StepWorld {
             "statement" => {
                 let in_tx = a[0].bool();
                 let other = self.interleave_due(in_tx);
+                let webhook = self.webhook_due(in_tx);
                 let lease_ms = self.0.borrow().lease_ms;
-                OpValue::Str(match (world.statement(in_tx), other) {
-                    (Fault::Go, Some(claim)) => claim.statements(lease_ms),
-                    (Fault::Go, None) => "go".into(),
-                    (Fault::Kill, _) => "kill".into(),
-                    (Fault::DbDown, _) => "db-down".into(),
+                OpValue::Str(match (world.statement(in_tx), other, webhook) {
+                    (Fault::Go, Some(claim), _) => claim.statements(lease_ms),
+                    (Fault::Go, None, Some(w)) => w.statements(),
+                    (Fault::Go, None, None) => "go".into(),
+                    (Fault::Kill, ..) => "kill".into(),
+                    (Fault::DbDown, ..) => "db-down".into(),
                 })
             }
             "send" => {

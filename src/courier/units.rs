@@ -154,6 +154,11 @@ fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Resu
         other.apply(&mut t, case.cfg.lease_ms);
         backend.load(&t)?;
     }
+    if let Some(w) = world.webhook_left() {
+        let mut t = backend.dump()?;
+        w.apply(&mut t);
+        backend.load(&t)?;
+    }
     let ops = world.ops();
     let statements = ops
         .iter()
@@ -419,11 +424,38 @@ fn is_fenced(r: &Result<Value, LearnerError>) -> bool {
     matches!(r, Ok(Value::Tuple(t)) if t.len() == 2 && t[0] == Value::str("fenced") && t[1] == Value::None)
 }
 
+/// Whether the call is `deliver_step` by a worker that does not hold the claim (an
+/// earlier epoch, or the action no longer claimed).
+fn stale_step(case: &UnitCase) -> bool {
+    let Call::DeliverStep {
+        action_id,
+        worker,
+        epoch,
+        ..
+    } = &case.call
+    else {
+        return false;
+    };
+    !case.setup.actions.iter().any(|a| {
+        a.id == *action_id
+            && a.state == "claimed"
+            && a.owner.as_deref() == Some(worker.as_str())
+            && a.epoch == *epoch
+    })
+}
+
 /// What tells the learner's outcome apart from the one expected: the value returned,
 /// the provider calls and the tables after (empty when they agree). A lookup changes
 /// nothing anywhere, so the lookups of a call that ends fenced in both are free: a
-/// worker may check its fence before asking the provider, or after.
-fn differences(want: &Outcome, got: &Outcome) -> Vec<String> {
+/// worker may check its fence before asking the provider, or after. For the same
+/// reason a `deliver_step` whose caller lost its claim (`stale`) may answer
+/// `("fenced", None)` where the reference, asking the provider first, waits: it
+/// learns of the fence one step sooner, and writes nothing either way.
+fn differences(want: &Outcome, got: &Outcome, stale: bool) -> Vec<String> {
+    let stale_fenced = stale
+        && is_fenced(&got.returned)
+        && !is_fenced(&want.returned)
+        && matches!(&want.returned, Ok(Value::Tuple(t)) if t.first() == Some(&Value::str("wait")));
     let mut problems = Vec::new();
     if got.killed && got.returned.is_ok() {
         problems.push(format!(
@@ -437,12 +469,12 @@ fn differences(want: &Outcome, got: &Outcome) -> Vec<String> {
             returned_text(&got.returned)
         ));
     }
-    if !want.killed && !got.killed {
+    if !want.killed && !got.killed && !stale_fenced {
         if let (Ok(w), Ok(g)) = (&want.returned, &got.returned) {
             problems.extend(return_problem(w, g));
         }
     }
-    let fenced = is_fenced(&want.returned) && is_fenced(&got.returned);
+    let fenced = stale_fenced || (is_fenced(&want.returned) && is_fenced(&got.returned));
     let calls = |ops: &[Op]| -> Vec<Op> {
         ops.iter()
             .filter(|o| !(fenced && matches!(o, Op::Lookup { .. })))
@@ -530,7 +562,7 @@ pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
             return report;
         }
     }
-    let mut problems = differences(&want, &got);
+    let mut problems = differences(&want, &got, stale_step(case));
     if problems.is_empty() && case.script.all_or_nothing {
         // Killed at each of the learner's own statements in turn, the tables
         // must be as before the call or as after it, never half-way.
@@ -593,22 +625,27 @@ pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
 /// claim and its actions after it. Its claim and the other's must end as if one had
 /// run after the other, each on an action claimable when it ran: no action is taken
 /// from a live lease, and a claim that returns None changes nothing.
-pub fn run_case_interleaved(
-    learner: &mut dyn Backend,
-    case: &UnitCase,
-    other: &super::step_world::OtherClaim,
-) -> TestReport {
+pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &Racer) -> TestReport {
     let plain = run_case(learner, case);
     if plain.status != TestStatus::Pass {
         return plain;
     }
     let at = |k: usize| UnitCase {
-        script: Script {
-            interleave: Some(super::step_world::Interleave {
-                after_statement: k,
-                claim: other.clone(),
-            }),
-            ..case.script.clone()
+        script: match racer {
+            Racer::Claim(other) => Script {
+                interleave: Some(super::step_world::Interleave {
+                    after_statement: k,
+                    claim: other.clone(),
+                }),
+                ..case.script.clone()
+            },
+            Racer::Webhook(event) => Script {
+                webhook_during: Some(super::step_world::WebhookDuring {
+                    after_statement: k,
+                    event: event.clone(),
+                }),
+                ..case.script.clone()
+            },
         },
         ..case.clone()
     };
@@ -661,14 +698,11 @@ pub fn run_case_interleaved(
             format!("after its statement {k} of {n}, at its first statement from there with no transaction open")
         };
         let head = format!(
-            "Rule broken ({}): {}\nAfter `{}`, with another worker ({:?}) claiming action {} at epoch {} (now_ms = {}) {point}:",
+            "Rule broken ({}): {}\nAfter `{}`, with {} {point}:",
             case.rule.id(),
             case.rule.text(),
             call_text(&case.call),
-            other.worker,
-            other.action_id,
-            other.epoch,
-            other.now_ms
+            racer.text()
         );
         if let Err(e) = &got.returned {
             if !got.killed {
@@ -680,14 +714,16 @@ pub fn run_case_interleaved(
                 return fail(plain, status, format!("{head}\n- {e}"));
             }
         }
-        let problems = match &case.call {
-            Call::Claim { worker, now_ms } => {
+        let problems = match (&case.call, racer) {
+            (Call::Claim { worker, now_ms }, Racer::Claim(other)) => {
                 claim_race_problems(case, other, worker, *now_ms, &got)
             }
             _ => {
                 let mut best: Option<Vec<String>> = None;
                 for w in &wants {
-                    let d = differences(w, &got);
+                    // A claim racing the step leaves its caller fenced at some point.
+                    let stale = stale_step(case) || matches!(racer, Racer::Claim(_));
+                    let d = differences(w, &done_any_status(racer, w, &got), stale);
                     if best.as_ref().is_none_or(|b| d.len() < b.len()) {
                         best = Some(d);
                     }
@@ -716,6 +752,53 @@ pub fn run_case_interleaved(
         }
     }
     plain
+}
+
+/// What races a call in `run_case_interleaved`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Racer {
+    /// Another worker's claim, a compare-and-set on the epoch it read.
+    Claim(super::step_world::OtherClaim),
+    /// A webhook recorded and merged on another connection.
+    Webhook(Webhook),
+}
+
+impl Racer {
+    fn text(&self) -> String {
+        match self {
+            Racer::Claim(o) => format!(
+                "another worker ({:?}) claiming action {} at epoch {} (now_ms = {})",
+                o.worker, o.action_id, o.epoch, o.now_ms
+            ),
+            Racer::Webhook(w) => format!(
+                "another connection handling webhook {:?} (key {:?}, status {:?})",
+                w.event_id,
+                w.key,
+                super::sim::status_name(w.status)
+            ),
+        }
+    }
+}
+
+/// With a webhook racing a step that settles, the status a step returns may be the
+/// one it merged in its own transaction or the one it read before the webhook came:
+/// the outbox row is what must be right, and it is compared in full.
+fn done_any_status(racer: &Racer, want: &Outcome, got: &Outcome) -> Outcome {
+    let done = |r: &Result<Value, LearnerError>| match r {
+        Ok(Value::Tuple(t)) if t.len() == 2 && t[0] == Value::str("done") => Some(t[1].clone()),
+        _ => None,
+    };
+    let mut got = Outcome {
+        returned: got.returned.clone(),
+        killed: got.killed,
+        provider: got.provider.clone(),
+        statements: got.statements,
+        after: got.after.clone(),
+    };
+    if let (Racer::Webhook(_), Some(w), Some(_)) = (racer, done(&want.returned), done(&got.returned)) {
+        got.returned = Ok(Value::Tuple(vec![Value::str("done"), w]));
+    }
+    got
 }
 
 /// What must hold when another worker's claim races the learner's: see

@@ -241,6 +241,7 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
         lookups,
         all_or_nothing,
         interleave,
+        webhook_during,
     } = s;
     Script {
         kill_at_statement: *kill_at_statement,
@@ -288,6 +289,10 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
                     now_ms: v.time_ms(*now_ms),
                 },
             }
+        }),
+        webhook_during: webhook_during.as_ref().map(|w| super::step_world::WebhookDuring {
+            after_statement: w.after_statement,
+            event: webhook(&w.event, v),
         }),
     }
 }
