@@ -11,6 +11,8 @@
 #   learner process has jail.LEARNER_AS_BYTES of address space, shared mappings in.
 # Every attack is bounded by itself too (at most 100 MB written, 2 GB asked of
 # the kernel and refused), so a wall that fails cannot fill CI's disk or memory.
+# About 60 s of CI in all, 35-50 s of it the two whole runs: the only check that the
+# run's guard ends a run whatever its learner code holds, so worth the time.
 import json
 import re
 import subprocess
