@@ -405,6 +405,8 @@ class Run:
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
         self.marks["webhooks"] = time.monotonic()
+        # Nothing of the learner's may hold a lock the report's queries wait for.
+        self.end_learner_sessions()
         return self.report(drained)
 
     def guard(self):
@@ -797,6 +799,11 @@ def _main(argv, ended):
                 fair = fairness.Fairness(run.cluster, run.solution, run.jail, a.seed, run.procs, a.fairness_load_s).go()
             except fairness.FairnessError as e:
                 fair = {"rows": [], "passed": False, "verdict": "fail", "error": str(e)}
+            except psycopg.errors.LockNotAvailable:
+                # The run's own query waited out its lock_timeout (pg.RUN_SESSION_SETTINGS).
+                fair = {"rows": [], "passed": False, "verdict": "fail",
+                        "error": "your code held a lock the run's own query waited on for more than "
+                                 f"{pg.RUN_SESSION_SETTINGS['lock_timeout']}"}
             report["fairness"] = fair
             report["passed"] = report["passed"] and fair["passed"]
             # A fairness run that could grade nothing grades nothing: not a pass, not a
