@@ -35,7 +35,16 @@ PROGRESS_EVERY = 10_000            # instructions between two checks of that cap
 # sends it, which after base64 must fit www/grader/frames.mjs's 1 MB frame).
 RESULT_CAP_BYTES = 600_000
 DB_PAGES_CAP = 16_384              # pages of the database (64 MiB at 4 KiB)
-HEAP_CAP_BYTES = 256 << 20         # SQLite's own heap in this interpreter
+# SQLite's own heap in this interpreter (a hard limit: sqlite3_hard_heap_limit64),
+# which holds the database's pages and everything a statement keeps aside: its
+# sorts, DISTINCT and GROUP BY, materialised CTEs, statement journals. Those are
+# kept in that heap, not in temporary files (TEMP_STORE), since Pyodide's files are
+# JavaScript memory outside the interpreter's capped WebAssembly memory: an ORDER
+# BY over 2,000 values of 900 KB grew the grading process by 1.9 GB through them
+# (issue 38). A statement past it fails by name (`query_memory_text`). Statements
+# run one at a time, so this is each statement's budget beside the database.
+HEAP_CAP_BYTES = 256 << 20
+TEMP_STORE = "MEMORY"              # PRAGMA temp_store: temporary b-trees and sorts in the heap
 VALUE_CAP_CHARS = 1_000_000        # the longest string or blob (SQLITE_LIMIT_LENGTH)
 SQL_CAP_CHARS = 100_000            # the longest statement (SQLITE_LIMIT_SQL_LENGTH)
 # A LIKE or GLOB costs its pattern's length times its text's in one step of SQLite's
@@ -226,13 +235,15 @@ class CourierStore:
         self.admin = sqlite3.connect(self.uri, uri=True)
         self.admin.execute(f"PRAGMA hard_heap_limit = {HEAP_CAP_BYTES}")
         self.admin.execute(f"PRAGMA max_page_count = {DB_PAGES_CAP}")
+        self.admin.execute(f"PRAGMA temp_store = {TEMP_STORE}")
         # The lab's tables, as the grader sends them (src/courier/schema.sql).
         self.admin.executescript(schema)
         self.admin.executemany("INSERT INTO stores (store) VALUES (?)", [(s,) for s in stores])
         self.admin.commit()
         self.conns = {}
         self.guards = {}
-        # worker -> (what, the portable form): SQLite-only SQL of its current call.
+        # worker -> (rule, message): why its current call fails whatever its code does
+        # with the exception (SQL only SQLite accepts, a statement past the heap).
         self.refused = {}
         self.cfg = cfg
         self.cfg_json = json.dumps(cfg)
@@ -247,6 +258,8 @@ class CourierStore:
             sqlite3 = self.sqlite3
             c = self.conns[worker] = sqlite3.connect(self.uri, uri=True)
             c.execute(f"PRAGMA max_page_count = {DB_PAGES_CAP}")
+            # Per connection: a learner's sort or temporary table stays in the capped heap.
+            c.execute(f"PRAGMA temp_store = {TEMP_STORE}")
             c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_CAP_CHARS)
             c.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SQL_CAP_CHARS)
             c.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_CAP_CHARS)
@@ -313,7 +326,7 @@ class CourierStore:
             found = sqlite_only(sql)
             if found is not None:
                 # Not run, and not a fault point: the call fails by name at its end.
-                self.refused.setdefault(worker, found)
+                self.refused.setdefault(worker, ("sqlite-only", _sqlite_only_text(*found)))
                 return (("NotSupportedError", _sqlite_only_text(*found)),) + NOTHING
         ended = self._fault(conn, world)
         if ended is not None:
@@ -357,7 +370,13 @@ class CourierStore:
                 message = (f"interrupted: the statement ran more than {STATEMENT_STEPS_CAP:,} steps "
                            "of SQLite's machine")
             return ((name, message),) + NOTHING
-        except (TypeError, ValueError, OverflowError, MemoryError) as e:
+        except MemoryError:
+            # SQLite's heap is full (SQLITE_NOMEM: sqlite3 raises MemoryError), or this
+            # interpreter's memory while the rows were read: the statement's, either way.
+            # SQLite has undone the statement; the call fails by name at its end.
+            self.refused.setdefault(worker, ("query-memory", query_memory_text()))
+            return (("OperationalError", query_memory_text()),) + NOTHING
+        except (TypeError, ValueError, OverflowError) as e:
             return ((type(e).__name__, str(e)),) + NOTHING
 
     def committed(self, worker, key):
@@ -392,7 +411,8 @@ class CourierStore:
         if left_open:
             c.rollback()
         if found is not None:
-            return _refused(piece, "sqlite-only", f"{piece}: {_sqlite_only_text(*found)}")
+            rule, message = found
+            return _refused(piece, rule, f"{piece}: {message}")
         if left_open and not raised:
             return _refused(piece, "open-transaction",
                 f"{piece} returned with its transaction still open, so the lab rolled it back: "
@@ -440,6 +460,14 @@ def _sqlite_only_text(what, portable):
     return (f"{what} is SQL that only SQLite accepts; the real run (./lab real) uses "
             f"PostgreSQL, which refuses it or reads it otherwise. Write {portable}: "
             "both run that (the lab's \"SQL that runs on both\").")
+
+
+def query_memory_text():
+    """What a statement past HEAP_CAP_BYTES is told, and its call's verdict."""
+    return (f"your query used more than {HEAP_CAP_BYTES >> 20} MB of memory (SQLite's, for the "
+            "lab's database and for what a statement sorts, groups or keeps aside), so the lab "
+            "stopped it. Read only the rows you need: a piece reads a few rows, never a sort or a "
+            "join over everything.")
 
 
 def _refused(piece, rule, message):

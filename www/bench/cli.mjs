@@ -64,6 +64,31 @@ for (const jobs of [1, 2]) {
     + `pre-checked submissions need no sandbox: ${N - st.booted} of ${N})`);
 }
 
+// The grading process's memory per slot (issue 38): a courier submission whose
+// query needs more than the store allows (grader/fixtures/query_memory.mjs), one per
+// slot at once. The coordinator's own RSS (its grading threads and their stores; the
+// sandboxes are other processes), its peak against its level once the pool was ready.
+{
+  const { QUERY_MEMORY_BOMB } = await import('../grader/fixtures/query_memory.mjs');
+  const { STORE_MEMORY_MB, THREAD_HEAP_MB } = await import('../grader/pool.mjs');
+  const ownRssMb = () => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
+  for (const jobs of [1, 2]) {
+    const pool = createGradingPool({ jobs });
+    await pool.ready;
+    const base = ownRssMb();
+    let peak = base;
+    const sampler = setInterval(() => { peak = Math.max(peak, ownRssMb()); }, 50);
+    const lines = await Promise.all(Array.from({ length: jobs }, () => pool.grade({ lab: 'courier', source: QUERY_MEMORY_BOMB })));
+    clearInterval(sampler);
+    await pool.close();
+    const refused = lines.filter((l) => l.tests.some((t) => t.message?.includes('your query used more than'))).length;
+    console.log(`grading process memory, --jobs ${jobs}, a query past the courier store's memory in each slot: `
+      + `peak ${peak.toFixed(0)} MB, ${((peak - base) / jobs).toFixed(0)} MB per slot over the ready pool's ${base.toFixed(0)} MB `
+      + `(walls per slot: the store's interpreter ${STORE_MEMORY_MB} MB, the thread's JS heap ${THREAD_HEAP_MB} MB); `
+      + `refused by name: ${refused} of ${jobs}`);
+  }
+}
+
 // The anchor (bench/anchor/README.md): the same submissions graded by CPython + pytest,
 // one process per file, in the project venv that ./lab bench makes.
 {

@@ -34,10 +34,6 @@ import { BRIDGE_FILE, loadPython } from './python.mjs';
 // The pool's pinned copy of the grader: a build made while the pool runs changes nothing it grades with.
 const grader = new (await loadGrader({ dir: workerData?.graderDir })).Grader();
 
-// The store's interpreter: SQLite's heap and the database have caps of their own
-// (db_store.py); this bounds the rest.
-const STORE_MEMORY_MB = 1024;
-
 // The labs, as the registry describes them.
 const LABS = JSON.parse(grader.labs()).map(({ id }) => JSON.parse(grader.lab(id)));
 
@@ -45,9 +41,10 @@ const LABS = JSON.parse(grader.labs()).map(({ id }) => JSON.parse(grader.lab(id)
 // says it is up (a pool is ready when it can grade any lab); restored from the
 // pool's snapshot, about a second.
 const stores = await (async () => {
-  const { snapshotFile } = workerData ?? {};
+  // Its memory is capped at the pool's STORE_MEMORY_MB (SQLite's heap has a cap of its own inside).
+  const { snapshotFile, storeMemoryMb } = workerData;
   const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
-  const pyodide = await loadPython({ memoryMb: STORE_MEMORY_MB, snapshotFile: usable ? snapshotFile : null });
+  const pyodide = await loadPython({ memoryMb: storeMemoryMb, snapshotFile: usable ? snapshotFile : null });
   const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'), LABS);
   return new Map(LABS.filter((l) => l.store).map((l) => [l.id, py.store(l.id)]));
 })();

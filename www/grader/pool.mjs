@@ -68,6 +68,15 @@ export const CLI_LIMIT_FACTOR = 4;
 export const WALL_FACTOR = 3;
 /** The formats the engine renders: formats.mjs, the one list of report formats. */
 export { ENGINE_FORMATS as FORMATS } from './formats.mjs';
+/**
+ * What one slot's grading thread may hold (issue 38): the JavaScript heap of the
+ * thread (its isolate), and the WebAssembly memory of the courier store's
+ * interpreter in it (SQLite's heap and the database have caps of their own inside:
+ * src/courier/db_store.py HEAP_CAP_BYTES, TEMP_STORE, DB_PAGES_CAP). ./lab bench
+ * prints what a slot reached with a query past the store's memory.
+ */
+export const THREAD_HEAP_MB = 1024;
+export const STORE_MEMORY_MB = 1024;
 export const INTERFERED = 'The submission interfered with the grader, so it could not be graded';
 
 /**
@@ -406,7 +415,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
 
   function startThread(slot) {
     const dir = threadFault?.() ? path.join(tmp, 'no-such-grader') : graderDir;
-    const thread = new Worker(THREAD, { workerData: { snapshotFile, graderDir: dir }, resourceLimits: { maxOldGenerationSizeMb: 1024 } });
+    const thread = new Worker(THREAD, { workerData: { snapshotFile, graderDir: dir, storeMemoryMb: STORE_MEMORY_MB }, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } });
     stats.threadsStarted++;
     slot.thread = thread;
     slot.threadUp = false;

@@ -18,6 +18,12 @@ import sys
 import procfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The address space of each learner process (RLIMIT_AS, issue 38): ./lab grade's
+# limit is writable memory (RLIMIT_DATA, 3 GB), which a shared mapping escapes (a
+# worker held 4 GB through one); a Python with psycopg and the learner's pieces maps
+# about 300 MB. Past it, an allocation fails in the learner's code (MemoryError,
+# OSError ENOMEM), which the run counts as that worker's crash.
+LEARNER_AS_BYTES = 1 << 30
 
 
 class Jail:
@@ -32,7 +38,8 @@ class Jail:
             self.prefix, self.problem = [], "--no-sandbox"
             return
         out = subprocess.run(["node", os.path.join(HERE, "jail_command.mjs"), "--owner-pid", str(os.getpid()),
-                              *[x for uid in held if uid is not None for x in ("--held", str(uid))], *paths],
+                              *[x for uid in held if uid is not None for x in ("--held", str(uid))],
+                              "--as", str(LEARNER_AS_BYTES), *paths],
                              capture_output=True, text=True, timeout=60)
         got = json.loads(out.stdout) if out.returncode == 0 else {"problem": out.stderr.strip()[-500:], "prefix": []}
         self.problem = got["problem"]

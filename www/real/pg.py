@@ -38,6 +38,29 @@ SERVER_OS_USER = "postgres"   # Debian's, made by its `postgresql` package
 # reconnect; so the learner's roles together cannot fill max_connections, and the
 # superuser keeps reserved connections of its own anyway.
 LEARNER_CONNECTION_LIMIT = 4
+# Each learner role's session settings (issue 38), set on the role (ALTER ROLE ...
+# SET): a statement, a wait for a lock and an idle open transaction each end on their
+# own, and a statement's sorts and hashes stay small in memory and on disk. The
+# learner's code may SET the first four lower or off in its own session (PostgreSQL
+# lets any role), so they are defaults, not walls; temp_file_limit only a superuser
+# may change. The walls are the run's: it ends a session that holds a lock past
+# run.LOCK_HOLD_S and stops at the database's disk budget (run.py), and each server
+# process has SERVER_AS_BYTES of address space.
+LEARNER_ROLE_SETTINGS = {
+    "statement_timeout": "5s",
+    "lock_timeout": "2s",
+    "idle_in_transaction_session_timeout": "10s",
+    "work_mem": "4MB",
+    "temp_file_limit": "64MB",
+}
+# The run's own sessions (the superuser's): never wait on a learner's lock for long,
+# and no statement of the run's runs away. Set on the superuser role at creation.
+RUN_SESSION_SETTINGS = {"lock_timeout": "2s", "statement_timeout": "60s"}
+# Address space of each server process (the postmaster and every backend inherit it:
+# prlimit on pg_ctl): a query that asks for more, whatever work_mem its session SET,
+# fails with PostgreSQL's "out of memory" (one SELECT held 3.3 GB in a backend).
+# shared_buffers (32 MB) and the server's code fit well within it.
+SERVER_AS_BYTES = 1 << 30
 
 
 def hba(superuser_by_peer):
@@ -101,6 +124,19 @@ END $$;
 -- Inserts too: the fairness run reads each action's arrival from here.
 CREATE TRIGGER audit_actions AFTER INSERT OR UPDATE ON actions FOR EACH ROW EXECUTE FUNCTION audit.log_action();
 """
+
+
+def _set_role(conn, role, settings):
+    """Each of `settings` as `role`'s own, for its sessions from now on."""
+    for name, value in settings.items():
+        conn.execute(psycopg.sql.SQL("ALTER ROLE {} SET {} = {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(name), psycopg.sql.Literal(value)))
+
+
+def database_bytes(conn):
+    """The lab's database on disk, as the server counts it (its tables, indexes and
+    TOAST; not the write-ahead log, which the server recycles)."""
+    return conn.execute("SELECT pg_database_size(%s)", (DATABASE,)).fetchone()[0]
 
 
 class PostgresMissing(RuntimeError):
@@ -203,8 +239,8 @@ class Cluster:
             raise KeyError(f"no learner role {role!r} in this run")
         return self._passwords[role]
 
-    def _run(self, tool, *args):
-        r = subprocess.run([*self._as, os.path.join(self.bin, tool), *args],
+    def _run(self, tool, *args, prefix=()):
+        r = subprocess.run([*self._as, *prefix, os.path.join(self.bin, tool), *args],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=120)
         if r.returncode != 0:
@@ -213,8 +249,10 @@ class Cluster:
 
     def start(self):
         """Starts the server and waits until it takes connections (after a crash:
-        once its recovery is done)."""
-        self._run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start")
+        once its recovery is done). Every server process gets SERVER_AS_BYTES of
+        address space."""
+        self._run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start",
+                  prefix=["prlimit", f"--as={SERVER_AS_BYTES}:{SERVER_AS_BYTES}", "--"])
 
     def crash(self):
         """Stops the server the way a power cut would: no checkpoint, every open
@@ -227,6 +265,7 @@ class Cluster:
             admin.execute(f"CREATE DATABASE {DATABASE}")
         with psycopg.connect(self.dsn, autocommit=True) as conn, open(SCHEMA_SQL) as schema:
             conn.execute(schema.read())
+            _set_role(conn, USER, RUN_SESSION_SETTINGS)
 
     def create_audit(self, roles, t0_epoch_s):
         """The run's own record of every change to an action's row (AUDIT_SQL), and a
@@ -244,6 +283,7 @@ class Cluster:
                     "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(
                     psycopg.sql.Identifier(role), psycopg.sql.Literal(self._password(role)),
                     psycopg.sql.Literal(LEARNER_CONNECTION_LIMIT)))
+                _set_role(conn, role, LEARNER_ROLE_SETTINGS)
 
     def dsn_as(self, role):
         """The cluster's DSN for a login role of `create_audit`, without its password

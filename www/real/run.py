@@ -63,6 +63,24 @@ POLL_S = 0.05
 # Characters kept of a text read back from a table learner code may write (its role
 # can UPDATE `actions`; PostgreSQL's text runs to 1 GB) when the report shows it.
 REPORT_TEXT_CAP = 200
+# The run's walls (issue 38), checked every GUARD_EVERY_S whatever the learner's code
+# holds (the run's own sessions wait at most pg.RUN_SESSION_SETTINGS' lock_timeout
+# for a lock, so a learner's lock cannot stall the run's loop): a learner session
+# whose open transaction keeps others waiting for longer than LOCK_HOLD_S is ended,
+# and so is the run, naming it (a worker that took a table lock and slept stalled
+# the run forever); the lab's database past DB_BUDGET_MB (`--db-budget-mb`) ends the
+# run too (one role grew it to 3.9 GB and the run passed). Each is a row of the table.
+GUARD_EVERY_S = 0.5
+LOCK_HOLD_S = 10
+DB_BUDGET_MB = 512
+# Learner sessions whose transaction began more than %(hold)s s ago and holds a lock
+# another session waits for: the oldest first.
+LOCK_HOLDERS_SQL = """
+SELECT h.usename, h.pid FROM pg_stat_activity h
+WHERE h.usename = ANY(%(roles)s) AND h.xact_start < clock_timestamp() - make_interval(secs => %(hold)s)
+  AND EXISTS (SELECT 1 FROM pg_stat_activity w WHERE h.pid = ANY(pg_blocking_pids(w.pid)))
+ORDER BY h.xact_start LIMIT 1
+"""
 # A report's verdict as the exit status: 3 when the machine was too loaded for the
 # fairness run to grade anything (fairness.validity), never a pass or a fail.
 EXIT_OF = {"pass": 0, "fail": 1, "inconclusive": 3}
@@ -172,7 +190,8 @@ def capped(text):
 
 
 class Run:
-    def __init__(self, solution, seed, actions, kills, workers, freezes, sandbox=True, lease_ms=pieces.Cfg().lease_ms):
+    def __init__(self, solution, seed, actions, kills, workers, freezes, sandbox=True, lease_ms=pieces.Cfg().lease_ms,
+                 db_budget_mb=DB_BUDGET_MB):
         self.source, self.seed, self.actions, self.kills, self.n_workers = solution, seed, actions, kills, workers
         self.lease_ms = lease_ms  # the workers' cfg.lease_ms: a freeze past it makes a zombie
         self.sandbox = sandbox
@@ -186,6 +205,9 @@ class Run:
         self.hold = None   # pending actions armed with a hold (start_freeze), and until when
         self._admin = None  # the run's own connection (admin)
         self.gave_up = []  # the freezes that found no taker: their action as it was then
+        self.db_budget_mb = db_budget_mb
+        self.walls = {"locks": 0, "disk": 0}   # the walls the learner's code reached (guard)
+        self.db_peak_bytes = 0                 # the lab's database at its largest, as the guard saw it
 
     # -- the parts ----------------------------------------------------------
 
@@ -196,7 +218,8 @@ class Run:
         # The run's clock starts here, for the workers (monotonic) and for the
         # database's record of the claims (wall clock, read at the same moment).
         self.t0, t0_wall = time.monotonic(), time.time()
-        self.cluster.create_audit([worker_name(i) for i in range(self.n_workers)] + [RECEIVER, *fairness.ROLES], t0_wall)
+        self.learner_roles = [worker_name(i) for i in range(self.n_workers)] + [RECEIVER, *fairness.ROLES]
+        self.cluster.create_audit(self.learner_roles, t0_wall)
         # The learner's code sees the run's sockets and its own file, nothing else
         # of the run's (not the provider's log, not the cluster's files).
         learner = os.path.join(self.cluster.root, "learner")
@@ -304,7 +327,14 @@ class Run:
         # Where the time goes (issue 29: the same seed took 76 to 314 s): the moments
         # the phases end, on the run's clock; `phases` turns them into seconds.
         self.marks = {"start": time.monotonic()}
+        next_guard = time.monotonic()
         while time.monotonic() < deadline:
+            if time.monotonic() >= next_guard:
+                next_guard = time.monotonic() + GUARD_EVERY_S
+                wall = self.guard()
+                if wall is not None:
+                    self.stopped = wall
+                    break
             for w in self.workers:
                 if w.frozen is not None:
                     took = self.taken_over(w)
@@ -375,7 +405,46 @@ class Run:
         while drained and time.monotonic() < deadline and http_json(f"{self.provider_url}/pending")["undelivered"]:
             time.sleep(0.2)
         self.marks["webhooks"] = time.monotonic()
+        # Nothing of the learner's may hold a lock the report's queries wait for.
+        self.end_learner_sessions()
         return self.report(drained)
+
+    def guard(self):
+        """None, or why the run stops at one of its walls (GUARD_EVERY_S): a learner
+        session that held a lock others wait for longer than LOCK_HOLD_S, or the lab's
+        database past its budget. Then every learner session is ended and every
+        worker with it, so nothing of the learner's holds the run or its report."""
+        def look(c):
+            held = c.execute(LOCK_HOLDERS_SQL, {"roles": self.learner_roles, "hold": LOCK_HOLD_S}).fetchone()
+            return held, pg.database_bytes(c)
+        got = self.admin(None, look)
+        if got is None:
+            return None
+        held, size = got
+        self.db_peak_bytes = max(self.db_peak_bytes, size)
+        if held is not None:
+            self.walls["locks"] += 1
+            why = (f"{held[0]} held a lock for more than {LOCK_HOLD_S} s (its open transaction kept others "
+                   "waiting); the run ended its session")
+        elif size > self.db_budget_mb << 20:
+            self.walls["disk"] += 1
+            why = (f"your code grew the run's database past its budget of {self.db_budget_mb} MB "
+                   f"({size / 2 ** 20:.1f} MB); the run ended its sessions")
+        else:
+            return None
+        self.end_learner_sessions()
+        return why
+
+    def end_learner_sessions(self):
+        """Every worker killed (not restarted) and every learner session ended."""
+        for w in self.workers:
+            if w.frozen is not None:
+                w.signal(signal.SIGCONT)
+            jail.kill_tree(w.proc)
+            w.proc.wait()
+        self.admin(None, lambda c: c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
+            (self.learner_roles,)).fetchall())
 
     def phases(self):
         """The chaos run's time, split: before the database's crash, the crash and
@@ -573,6 +642,8 @@ class Run:
             zero("writes to an action by a worker that no longer held it", foreign_writes),
             zero("workers that crashed while the database was up", crashes_db_up),
             zero("workers stuck in your code for longer than a lease", sum(w.stuck for w in self.workers)),
+            zero(f"sessions that held a lock others waited for longer than {LOCK_HOLD_S} s", self.walls["locks"]),
+            zero(f"times the database grew past its budget of {self.db_budget_mb} MB", self.walls["disk"]),
             {"name": "actions dispatched", "value": dispatched, "must": self.actions, "ok": dispatched == self.actions},
         ]
         errors = [w.last_error for w in self.workers if w.last_error]
@@ -585,6 +656,7 @@ class Run:
             "chaos": {"rows": rows, "kills": self.done["kills"], "freezes": self.done["freezes"],
                       "zombies": self.done["zombies"], **({"gave_up": self.gave_up} if self.gave_up else {}),
                       "db_restarts": self.done["db_restarts"], "seconds": round(time.monotonic() - self.t0, 1),
+                      "database_peak_mb": round(self.db_peak_bytes / 2 ** 20, 1),
                       # The freezes' holds (provider.mjs /holds): at most HOLDS_ARMED at once.
                       "holds": {"most_armed": holds["most_armed"], "answers_held": holds["answers_held"]},
                       "phases": self.phases(),
@@ -664,6 +736,8 @@ def _main(argv, ended):
     p.add_argument("--lease-s", type=int, default=pieces.Cfg().lease_ms // 1000,
                    help="cfg.lease_ms given to your pieces, in seconds (default: lab.md's); a killed worker's "
                    "action waits this long, so a short lease makes a short run")
+    p.add_argument("--db-budget-mb", type=int, default=DB_BUDGET_MB,
+                   help=f"the lab's database may grow to this many MB; past it the run stops (default {DB_BUDGET_MB})")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run your code as plain processes, outside the sandbox (for debugging it)")
@@ -682,6 +756,8 @@ def _main(argv, ended):
         raise Exit(2, "./lab real: --seed, --kills and --freezes must not be negative")
     if not 2 <= a.lease_s <= 600:
         raise Exit(2, "./lab real: --lease-s must be between 2 and 600")
+    if not 16 <= a.db_budget_mb <= 64 * 1024:
+        raise Exit(2, "./lab real: --db-budget-mb must be between 16 and 65536")
     if not 1 <= a.fairness_load_s <= 60:
         raise Exit(2, "./lab real: --fairness-load-s must be between 1 and 60")
     if not os.path.isfile(a.file):
@@ -705,9 +781,10 @@ def _main(argv, ended):
         raise Exit(2, f"./lab real: {solution} cannot run:\n{check.stderr.strip()[-3000:]}")
     replay = (f"./lab real --seed {a.seed} --actions {a.actions} --kills {a.kills} --workers {a.workers} "
               f"--freezes {a.freezes}{f' --lease-s {a.lease_s}' if a.lease_s != p.get_default('lease_s') else ''}"
+              f"{f' --db-budget-mb {a.db_budget_mb}' if a.db_budget_mb != DB_BUDGET_MB else ''}"
               f"{' --no-sandbox' if a.no_sandbox else ''}{f' --fairness --fairness-load-s {a.fairness_load_s:g}' if a.fairness else ''} {a.file}")
     run = Run(solution, a.seed, a.actions, a.kills, a.workers, a.freezes, sandbox=not a.no_sandbox,
-              lease_ms=a.lease_s * 1000)
+              lease_ms=a.lease_s * 1000, db_budget_mb=a.db_budget_mb)
     # Ctrl+C and SIGTERM end the run: every process and the cluster go first.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     started = time.monotonic()
@@ -722,6 +799,11 @@ def _main(argv, ended):
                 fair = fairness.Fairness(run.cluster, run.solution, run.jail, a.seed, run.procs, a.fairness_load_s).go()
             except fairness.FairnessError as e:
                 fair = {"rows": [], "passed": False, "verdict": "fail", "error": str(e)}
+            except psycopg.errors.LockNotAvailable:
+                # The run's own query waited out its lock_timeout (pg.RUN_SESSION_SETTINGS).
+                fair = {"rows": [], "passed": False, "verdict": "fail",
+                        "error": "your code held a lock the run's own query waited on for more than "
+                                 f"{pg.RUN_SESSION_SETTINGS['lock_timeout']}"}
             report["fairness"] = fair
             report["passed"] = report["passed"] and fair["passed"]
             # A fairness run that could grade nothing grades nothing: not a pass, not a

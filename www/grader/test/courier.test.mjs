@@ -150,3 +150,39 @@ test('a statement that runs long in one step is stopped at the limit and its gra
     await pool.close();
   }
 });
+
+// Issue 38: the store's SQLite kept its sorts and temporary tables in temporary
+// files, which in Pyodide are JavaScript memory outside the store interpreter's
+// capped WebAssembly memory: one ORDER BY over 2,000 values of 900 KB grew the
+// grading process by 1.9 GB (peak RSS 0.4 -> 3.6 GB in the store's own test). Now
+// they are kept in SQLite's capped heap (db_store.py TEMP_STORE, HEAP_CAP_BYTES),
+// and a statement past it fails its call by name, whatever the code does with the
+// exception (here: swallowed). The grading process's peak RSS is read from /proc
+// while it grades (its sandboxes are other processes, not counted). About 25 s of
+// the CLI's phase: the one check of the grading process's memory end to end.
+test('a query past the store\'s memory fails its call by name, and the grading process stays bounded', { timeout: 200_000 }, async () => {
+  const { QUERY_MEMORY_BOMB, BOMB_PEAK_BOUND_MB } = await import('../fixtures/query_memory.mjs');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-cli-query-memory-'));
+  write(dir, 'bomb.py', QUERY_MEMORY_BOMB);
+  let peakKb = 0;
+  const r = await new Promise((resolve) => {
+    const child = execFile(process.execPath, [GRADE, '--lab', 'courier', '--jobs', '1', '--format', 'json', dir], { maxBuffer: 1 << 26 },
+      (e, stdout, stderr) => { clearInterval(sampler); resolve({ code: e ? e.code : 0, stdout, stderr }); });
+    const sampler = setInterval(() => {
+      try {
+        peakKb = Math.max(peakKb, Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'))[1]));
+      } catch { /* not there yet, or gone */ }
+    }, 50);
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+  assert.equal(r.code, 1, r.stderr);
+  const line = JSON.parse(r.stdout);
+  assert.equal(line.status, 'fail');
+  const bombed = line.tests.filter((t) => t.message?.startsWith('claim: your query used more than 256 MB of memory'));
+  assert.deepEqual(bombed.map((t) => [t.name, t.status]), [['claim serves the store that waited longest', 'fail']], JSON.stringify(line.tests.map((t) => [t.name, t.status, t.message?.slice(0, 80)])));
+  assert.equal(bombed[0].message, "claim: your query used more than 256 MB of memory (SQLite's, for the lab's database and for "
+    + 'what a statement sorts, groups or keeps aside), so the lab stopped it. Read only the rows you need: a piece reads a few rows, '
+    + 'never a sort or a join over everything.');
+  assert.ok(peakKb > 0, 'the grading process was sampled');
+  assert.ok(peakKb / 1024 < BOMB_PEAK_BOUND_MB, `the grading process peaked at ${(peakKb / 1024).toFixed(0)} MB`);
+});
