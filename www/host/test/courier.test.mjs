@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { loadNodeEngine } from '../node_host.mjs';
-import { REFERENCE, applyMutant, failing, loadMutants, names } from './courier/mutants.mjs';
+import { REFERENCE, applyMutant, failing, loadCorrect, loadMutants, names } from './courier/mutants.mjs';
 
 // A run takes about 10 s of one core, and there are about 25: they go to two
 // engines, each in a worker thread running this same file (a helper module under
@@ -97,6 +97,19 @@ test('a correct solution written differently (rows by name, choices in Python, `
   assert.deepEqual(failing(await variantRun), []);
 });
 
+// Correct solutions in the styles issue 36 names (courier/correct.py): two reads,
+// a subquery for the CTE, explicit BEGIN/COMMIT/ROLLBACK, RETURNING, early returns
+// that commit, merge by a list, state checked in every fence, a helper class. Each
+// is the reference written otherwise and must pass everything (about 5 s of a core each).
+for (const style of loadCorrect()) {
+  const { source, missing } = applyMutant(style);
+  const styleRun = missing ? null : run(source);
+  test(`a correct solution in the style ${style.name} passes everything (${style.style})`, async () => {
+    assert.ok(!missing, `anchor not found: ${missing}`);
+    assert.deepEqual(failing(await styleRun), []);
+  });
+}
+
 // Fenced on the epoch alone, without the owner: every claim raises the epoch by one,
 // so an action's epoch names one claim and one owner, and no run (nor a unit case,
 // which holds to states a run can reach) tells this from the reference; lab.md says so.
@@ -156,11 +169,12 @@ test('the starter runs and fails, with messages that name the rule', async () =>
   }
 });
 
-// mutants.py checks itself when run: each mutant applies and compiles, and each
-// "sentence" it breaks is lab.md's words.
-test('every mutant of the catalogue applies, compiles and quotes lab.md', () => {
-  const out = execFileSync('python3', [new URL('../../../src/courier/mutants.py', import.meta.url).pathname], { encoding: 'utf8' });
-  assert.equal(out.trim(), `${MUTANTS.length} mutants apply and compile`);
+// mutants.py and correct.py check themselves when run: each edit applies and
+// compiles, and each "sentence" a mutant breaks is lab.md's words.
+test('every mutant and style applies and compiles, and each mutant quotes lab.md', () => {
+  const check = (url) => execFileSync('python3', [url.pathname], { encoding: 'utf8' }).trim();
+  assert.equal(check(new URL('../../../src/courier/mutants.py', import.meta.url)), `${MUTANTS.length} mutants apply and compile`);
+  assert.equal(check(new URL('courier/correct.py', import.meta.url)), `${loadCorrect().length} styles apply and compile`);
 });
 
 for (const m of MUTANTS) {

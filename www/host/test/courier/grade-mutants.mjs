@@ -2,12 +2,14 @@
 // current grader, in Node (Pyodide and www/pkg, as courier.test.mjs does), and prints
 // one JSON line per mutant: its name, the test it names, whether that test failed
 // (caught), and every test it failed. A mutant that fails nothing passes the grader.
-// Run from www/: node host/test/courier/grade-mutants.mjs [--jobs N] [NAME...]
+// With --correct, the correct solutions of correct.py instead, each of which must
+// fail nothing.
+// Run from www/: node host/test/courier/grade-mutants.mjs [--jobs N] [--correct] [NAME...]
 // (about 5 s of one core per mutant; needs www/pkg: ./lab build).
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { parseArgs } from 'node:util';
 import { loadNodeEngine } from '../../node_host.mjs';
-import { applyMutant, failing, loadMutants, names } from './mutants.mjs';
+import { applyMutant, failing, loadCorrect, loadMutants, names } from './mutants.mjs';
 
 if (!isMainThread) {
   const engine = await loadNodeEngine({ labId: 'courier' });
@@ -19,8 +21,9 @@ if (!isMainThread) {
     }
   });
 } else {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { jobs: { type: 'string', default: '2' } } });
-  const all = loadMutants();
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: {
+    jobs: { type: 'string', default: '2' }, correct: { type: 'boolean', default: false } } });
+  const all = values.correct ? loadCorrect() : loadMutants();
   const unknown = positionals.filter((n) => !all.some((m) => m.name === n));
   if (unknown.length) throw new Error(`no such mutant: ${unknown.join(', ')}`);
   const todo = positionals.length ? all.filter((m) => positionals.includes(m.name)) : all;
@@ -44,7 +47,8 @@ if (!isMainThread) {
       w.on('message', ({ name, failed, error }) => {
         const m = byName.get(name);
         console.log(JSON.stringify(error ? { name, error } : {
-          name, caught_by: m.caught_by, caught: failed.some((t) => names(m.caught_by, t)), passes: failed.length === 0, failed,
+          name, ...(m.caught_by ? { caught_by: m.caught_by, caught: failed.some((t) => names(m.caught_by, t)) } : {}),
+          passes: failed.length === 0, failed,
         }));
         if (++done === byName.size) resolve();
         else next(w);
