@@ -151,15 +151,16 @@ impl NextStepInput {
     fn random(g: &mut SeededRng) -> Self {
         let max_attempts = 1 + g.below(6) as u32;
         let kind = *g.pick(&[TaskKind::Critical, TaskKind::Normal, TaskKind::Bulk]);
-        let result = if g.chance(0.15) {
-            let reasons: [&str; 3] = ["410 Unregistered", "400 InvalidToken", "404 NoSuchNumber"];
-            SendResult::permanent(g.pick::<&str>(&reasons))
-        } else {
-            let retry_after_s = g
+        // Every field of the failure on its own: a permanent failure may carry a
+        // Retry-After, and its reason says nothing of which kind it is (a 4xx with
+        // permanent=False, a 503 with permanent=True). Only `permanent` decides.
+        let result = SendResult {
+            ok: false,
+            permanent: g.chance(0.15),
+            reason: (*g.pick(&REASONS)).into(),
+            retry_after_s: g
                 .chance(0.4)
-                .then(|| *g.pick(&[0.0, 0.5, 1.0, 2.0, 5.0, 30.0, 120.0]));
-            let reasons: [&str; 4] = ["503", "429", "500 Internal", "504 Timeout"];
-            SendResult::transient(g.pick::<&str>(&reasons), retry_after_s)
+                .then(|| *g.pick(&[0.0, 0.5, 1.0, 2.0, 5.0, 30.0, 120.0])),
         };
         let now_s = g.below(2000) as f64 / 2.0;
         // A quarter of the inputs sit exactly on the expiry boundary when they can.
@@ -181,10 +182,10 @@ impl NextStepInput {
             result,
             now_s,
             policy: Policy {
-                claim_ttl_s: 30.0,
+                claim_ttl_s: *g.pick(&CLAIM_TTLS_S),
                 at_most_once: false,
-                min_delay_s: *g.pick(&[0.0, 0.5, 1.0, 5.0]),
-                base_delay_s: *g.pick(&[0.5, 1.0, 2.0, 3.0]),
+                min_delay_s: *g.pick(&MIN_DELAYS_S),
+                base_delay_s: *g.pick(&BASE_DELAYS_S),
                 max_attempts,
             },
         };
@@ -194,6 +195,20 @@ impl NextStepInput {
         input
     }
 }
+
+/// The reasons a failure may give, permanent-sounding and transient-sounding alike.
+const REASONS: [&str; 7] = [
+    "410 Unregistered",
+    "400 InvalidToken",
+    "404 NoSuchNumber",
+    "503",
+    "429",
+    "500 Internal",
+    "504 Timeout",
+];
+const CLAIM_TTLS_S: [f64; 3] = [10.0, 30.0, 60.0];
+const MIN_DELAYS_S: [f64; 4] = [0.0, 0.5, 1.0, 5.0];
+const BASE_DELAYS_S: [f64; 4] = [0.5, 1.0, 2.0, 3.0];
 
 impl Scenario for NextStepInput {
     fn describe(&self) -> String {
@@ -216,6 +231,7 @@ impl Scenario for NextStepInput {
         with(&|c| c.result.retry_after_s = None);
         with(&|c| c.result.retry_after_s = c.result.retry_after_s.map(|_| 0.0));
         with(&|c| c.result.reason = "503".into());
+        with(&|c| c.policy.claim_ttl_s = 30.0);
         with(&|c| {
             c.task.expires_at_s -= c.now_s;
             c.now_s = 0.0;
@@ -272,7 +288,7 @@ struct DeliverInput {
 
 impl DeliverInput {
     fn random(g: &mut SeededRng) -> Self {
-        let claim_ttl_s = *g.pick(&[10.0, 30.0, 60.0]);
+        let claim_ttl_s = *g.pick(&CLAIM_TTLS_S);
         let preload = match g.below(4) {
             0 | 1 => Preload::Empty,
             2 => Preload::Done {
@@ -282,10 +298,17 @@ impl DeliverInput {
                 age_s: *g.pick(&[0.0, 5.0, claim_ttl_s - 0.5, claim_ttl_s, claim_ttl_s + 1.0]),
             },
         };
-        let answer = |g: &mut SeededRng| match g.below(10) {
-            0..=4 => SendResult::ok(),
-            5..=7 => SendResult::transient("503", g.chance(0.3).then_some(2.0)),
-            _ => SendResult::permanent("410 Unregistered"),
+        // A failed answer's fields each on their own, as in next_step's inputs.
+        let answer = |g: &mut SeededRng| {
+            if g.chance(0.5) {
+                return SendResult::ok();
+            }
+            SendResult {
+                ok: false,
+                permanent: g.chance(0.4),
+                reason: (*g.pick(&REASONS)).into(),
+                retry_after_s: g.chance(0.3).then_some(2.0),
+            }
         };
         let answers = (0..1 + g.below(3)).map(|_| answer(g)).collect();
         let mut times_s = vec![0.0];
@@ -301,21 +324,25 @@ impl DeliverInput {
             times_s.push(times_s.last().unwrap() + gap);
         }
         let kind = *g.pick(&[TaskKind::Critical, TaskKind::Normal, TaskKind::Bulk]);
+        // The fields deliver_once has no use for are drawn too (an attempt past
+        // max_attempts, an expiry already behind the clock): it must send whatever
+        // they say, so a solution that reads them where it should not is seen.
+        let max_attempts = 1 + g.below(6) as u32;
         DeliverInput {
             seed: g.next_u64() % 1000,
             task: Task {
                 key: format!("order-{}:shipped", 1000 + g.below(9000)),
                 kind,
-                attempt: 0,
-                expires_at_s: 3600.0,
+                attempt: g.below(u64::from(max_attempts) + 2) as u32,
+                expires_at_s: *g.pick(&[0.0, 10.0, 3600.0]),
                 fallback: g.chance(0.5).then(|| "sms".into()),
             },
             policy: Policy {
                 claim_ttl_s,
                 at_most_once: g.chance(0.3),
-                min_delay_s: 1.0,
-                base_delay_s: 2.0,
-                max_attempts: 5,
+                min_delay_s: *g.pick(&MIN_DELAYS_S),
+                base_delay_s: *g.pick(&BASE_DELAYS_S),
+                max_attempts,
             },
             preload,
             answers,
@@ -372,6 +399,11 @@ impl Scenario for DeliverInput {
         with(&|c| c.task.kind = TaskKind::Normal);
         with(&|c| c.task.fallback = None);
         with(&|c| c.task.key = "t".into());
+        with(&|c| c.task.attempt = 0);
+        with(&|c| c.task.expires_at_s = 3600.0);
+        with(&|c| c.policy.min_delay_s = 1.0);
+        with(&|c| c.policy.base_delay_s = 2.0);
+        with(&|c| c.policy.max_attempts = 5);
         with(&|c| c.seed = 0);
         out
     }

@@ -64,6 +64,13 @@ class SendResult:
 
 
 OK = SendResult(True, False, "200 OK", None)
+# The differential's draws (differential.rs): a failure's reasons, permanent-sounding
+# and transient-sounding alike, and the policies' values.
+REASONS = ("410 Unregistered", "400 InvalidToken", "404 NoSuchNumber",
+           "503", "429", "500 Internal", "504 Timeout")
+CLAIM_TTLS_S = (10.0, 30.0, 60.0)
+MIN_DELAYS_S = (0.0, 0.5, 1.0, 5.0)
+BASE_DELAYS_S = (0.5, 1.0, 2.0, 3.0)
 
 
 def transient(reason, retry_after_s=None):
@@ -459,11 +466,11 @@ class NextStepInput:
     def random(g):
         max_attempts = 1 + g.below(6)
         kind = g.pick(KINDS)
-        if g.chance(0.15):
-            result = permanent(g.pick(("410 Unregistered", "400 InvalidToken", "404 NoSuchNumber")))
-        else:
-            retry_after = g.pick((0.0, 0.5, 1.0, 2.0, 5.0, 30.0, 120.0)) if g.chance(0.4) else None
-            result = transient(g.pick(("503", "429", "500 Internal", "504 Timeout")), retry_after)
+        # Every field of the failure on its own: only `permanent` decides.
+        is_permanent = g.chance(0.15)
+        reason = g.pick(REASONS)
+        retry_after = g.pick((0.0, 0.5, 1.0, 2.0, 5.0, 30.0, 120.0)) if g.chance(0.4) else None
+        result = SendResult(False, is_permanent, reason, retry_after)
         now = g.below(2000) / 2.0
         # A quarter of the inputs sit exactly on the expiry boundary when they can.
         if result.retry_after_s is not None and g.chance(0.25):
@@ -473,8 +480,8 @@ class NextStepInput:
         seed = g.small_seed()
         task = Task(f"order-{1000 + g.below(9000)}:shipped", kind, g.below(max_attempts + 1),
                     now + ahead, g.pick((None, "sms", "email")))
-        policy = Policy(30.0, False, g.pick((0.0, 0.5, 1.0, 5.0)),
-                        g.pick((0.5, 1.0, 2.0, 3.0)), max_attempts)
+        policy = Policy(g.pick(CLAIM_TTLS_S), False, g.pick(MIN_DELAYS_S),
+                        g.pick(BASE_DELAYS_S), max_attempts)
         # Apart from the kind: next_step decides a drop by the kind alone.
         policy = _with(policy, at_most_once=g.chance(0.5))
         return NextStepInput(seed, task, result, now, policy)
@@ -491,6 +498,7 @@ class NextStepInput:
             _with(self, result=_with(r, retry_after_s=None)),
             _with(self, result=_with(r, retry_after_s=None if r.retry_after_s is None else 0.0)),
             _with(self, result=_with(r, reason="503")),
+            _with(self, policy=_with(p, claim_ttl_s=30.0)),
             _with(self, task=_with(t, expires_at=t.expires_at - self.now), now=0.0),
             _with(self, task=_with(t, expires_at=float(int(t.expires_at)))),
             _with(self, task=_with(t, expires_at=3600.0)),
@@ -522,7 +530,7 @@ class DeliverInput:
 
     @staticmethod
     def random(g):
-        claim_ttl = g.pick((10.0, 30.0, 60.0))
+        claim_ttl = g.pick(CLAIM_TTLS_S)
         which = g.below(4)
         if which < 2:
             preload = ("empty",)
@@ -531,23 +539,28 @@ class DeliverInput:
         else:
             preload = ("claim", g.pick((0.0, 5.0, claim_ttl - 0.5, claim_ttl, claim_ttl + 1.0)))
 
-        def answer():
-            n = g.below(10)
-            if n <= 4:
+        def answer():  # a failure's fields each on their own
+            if g.chance(0.5):
                 return OK
-            if n <= 7:
-                return transient("503", 2.0 if g.chance(0.3) else None)
-            return permanent("410 Unregistered")
+            is_permanent = g.chance(0.4)
+            reason = g.pick(REASONS)
+            return SendResult(False, is_permanent, reason, 2.0 if g.chance(0.3) else None)
 
         answers = tuple(answer() for _ in range(1 + g.below(3)))
         times = [0.0]
         for _ in range(g.below(3)):
             times.append(times[-1] + g.pick((0.5, 5.0, claim_ttl - 0.5, claim_ttl, claim_ttl + 1.0, DONE_TTL_S)))
         kind = g.pick(KINDS)
+        # Fields deliver_once has no use for, drawn too: it must send whatever they say.
+        max_attempts = 1 + g.below(6)
         seed = g.small_seed()
-        task = Task(f"order-{1000 + g.below(9000)}:shipped", kind, 0, 3600.0,
-                    "sms" if g.chance(0.5) else None)
-        policy = Policy(claim_ttl, g.chance(0.3), 1.0, 2.0, 5)
+        key = f"order-{1000 + g.below(9000)}:shipped"
+        attempt = g.below(max_attempts + 2)
+        expires_at = g.pick((0.0, 10.0, 3600.0))
+        task = Task(key, kind, attempt, expires_at, "sms" if g.chance(0.5) else None)
+        at_most_once = g.chance(0.3)
+        policy = Policy(claim_ttl, at_most_once, g.pick(MIN_DELAYS_S), g.pick(BASE_DELAYS_S),
+                        max_attempts)
         return DeliverInput(seed, task, policy, preload, answers, tuple(times))
 
     def simpler(self):
@@ -561,6 +574,11 @@ class DeliverInput:
             _with(self, task=_with(self.task, kind="normal")),
             _with(self, task=_with(self.task, fallback=None)),
             _with(self, task=_with(self.task, key="t")),
+            _with(self, task=_with(self.task, attempt=0)),
+            _with(self, task=_with(self.task, expires_at=3600.0)),
+            _with(self, policy=_with(self.policy, min_delay_s=1.0)),
+            _with(self, policy=_with(self.policy, base_delay_s=2.0)),
+            _with(self, policy=_with(self.policy, max_attempts=5)),
             _with(self, seed=0),
         ]
 
