@@ -49,7 +49,7 @@ fn each_mistake_fails_the_differential_of_its_piece_with_a_shrunk_world() {
     for m in mistakes {
         let (function, word) = piece_of(m);
         let piece = PIECES.iter().find(|p| p.function == function).unwrap();
-        for seed in 0..16 {
+        for seed in 0..30 {
             let r = differential::run(
                 &mut RefBackend::new(Some(m)),
                 piece,
@@ -211,4 +211,55 @@ fn peek() {
         );
         println!("=== {m:?}: {}\n{}\n", r.name, r.message.unwrap_or_default());
     }
+}
+
+/// `cargo test --release --test courier_differential cost -- --ignored --nocapture`:
+/// how many learner calls and table loads each differential test makes, against the
+/// chaos run's and the unit tests' (what a host pays for, a call at a time).
+#[test]
+#[ignore]
+fn cost() {
+    use delivery_lab::courier::sim::{
+        ActionRow, Backend, Call, Config, RunStop, StepWorld, Tables,
+    };
+    use delivery_lab::value::{LearnerError, Value};
+    struct Count(RefBackend, usize, usize);
+    impl Backend for Count {
+        fn reset(&mut self, c: &Config, s: &[String]) -> Result<(), RunStop> {
+            self.0.reset(c, s)
+        }
+        fn enqueue(&mut self, a: &ActionRow) -> Result<(), RunStop> {
+            self.0.enqueue(a)
+        }
+        fn settle(&mut self, id: u64, now: u64) -> Result<(), RunStop> {
+            self.0.settle(id, now)
+        }
+        fn call(&mut self, c: &Call, w: &StepWorld) -> Result<Value, LearnerError> {
+            self.1 += 1;
+            self.0.call(c, w)
+        }
+        fn kill(&mut self, w: &str) {
+            self.0.kill(w)
+        }
+        fn restart_db(&mut self) {
+            self.0.restart_db()
+        }
+        fn dump(&mut self) -> Result<Tables, RunStop> {
+            self.0.dump()
+        }
+        fn load(&mut self, t: &Tables) -> Result<(), RunStop> {
+            self.2 += 1;
+            self.0.load(t)
+        }
+    }
+    let seed = seed_of(1042, None);
+    for p in &PIECES {
+        let mut c = Count(RefBackend::new(None), 0, 0);
+        differential::run(&mut c, p, seed, "");
+        println!("{}: {} calls, {} loads", p.test_name(), c.1, c.2);
+    }
+    let mut c = Count(RefBackend::new(None), 0, 0);
+    let r = delivery_lab::courier::grade(&mut c, 1042, delivery_lab::report::Audience::Learner);
+    assert!(r.all_passed());
+    println!("a whole run: {} calls, {} loads", c.1, c.2);
 }

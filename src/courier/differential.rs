@@ -49,7 +49,7 @@ pub const PIECES: [Piece; 6] = [
     Piece {
         function: "claim",
         worlds: 40,
-        races: 6,
+        races: 4,
     },
     Piece {
         function: "write_intent",
@@ -59,7 +59,7 @@ pub const PIECES: [Piece; 6] = [
     Piece {
         function: "deliver_step",
         worlds: 40,
-        races: 8,
+        races: 4,
     },
     Piece {
         function: "merge",
@@ -547,9 +547,12 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
                 // A webhook for this action's key lands during the step: the settle
                 // must merge forward over what it wrote.
                 if let Some(o) = t.outbox.iter_mut().find(|o| o.action_id == a.id) {
+                    // The first send, accepted, then the settle: the webhook can land
+                    // between the attempt's commit and the settle.
                     o.status = "sending".into();
                     o.message_id = None;
                     o.events_applied = 0;
+                    o.attempts = 0;
                     let key = o.idem_key.clone();
                     other = Some(Racer::Webhook(Webhook {
                         event_id: format!("evt-{}", 91 + g.below(9)),

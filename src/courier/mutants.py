@@ -8,6 +8,9 @@
 # www/host/test/courier.test.mjs grades every mutant and checks that test fails;
 # www/host/test/courier/grade-mutants.mjs grades them and prints what each fails.
 # `sentence`, where there is one, quotes the sentence of lab.md the mutant breaks.
+# A few entries carry `not_a_mistake`: a change a learner might write that no world
+# the lab can reach tells apart from the reference (why, in its words); they are kept
+# so that nobody adds them again as mistakes, and are not graded.
 # Run this file to check that every mutant applies and compiles, and that every
 # sentence is lab.md's.
 
@@ -704,6 +707,7 @@ MUTANTS = [
     },
     {
         "name": "claim-needs-a-stores-row",
+        "not_a_mistake": "The lab makes a stores row for every store before any action exists (lab.md: one row per store, made by the lab), so an inner join finds every store: the same claim as the reference's in every world the lab can reach.",
         "mistake": "claim joins stores with an inner JOIN, so a store that has no "
         "row in stores (never served) is never picked.",
         "sentence": "`last_served_ms` (when one of its actions was last claimed; 0 if never)",
@@ -715,6 +719,7 @@ MUTANTS = [
     },
     {
         "name": "claim-missing-store-row-first",
+        "not_a_mistake": "Every store has its stores row (lab.md: one row per store, made by the lab), so last_served_ms is never NULL: the same order as the reference's in every world the lab can reach.",
         "mistake": "claim sorts on s.last_served_ms without COALESCE, so a store "
         "with no stores row sorts as NULL (before 0 in SQLite, after everything "
         "in PostgreSQL) instead of as 0.",
@@ -727,6 +732,7 @@ MUTANTS = [
     },
     {
         "name": "claim-store-update-only",
+        "not_a_mistake": 'Every store has its stores row (lab.md: one row per store, made by the lab), so a plain UPDATE sets it as the upsert does.',
         "mistake": "claim sets last_served_ms with a plain UPDATE, so a store with "
         "no stores row yet is never marked served and keeps every worker.",
         "sentence": "set the store's `last_served_ms` to `now_ms`",
@@ -1052,6 +1058,7 @@ MUTANTS = [
     },
     {
         "name": "settle-overwrites-message-id",
+        "not_a_mistake": "A key's message id never changes while the provider remembers the key (it replays its first answer), and a row still sending has none: keeping or overwriting it writes the same id in every world the lab can reach.",
         "mistake": "The settle writes the message id it was given over one the "
         "outbox row already holds.",
         "sentence": "`accepted`: merge `accepted` and keep the message id, then settle.",
@@ -1131,6 +1138,7 @@ MUTANTS = [
     },
     {
         "name": "merge-unknown-is-final",
+        "not_a_mistake": "merge only ever meets the five statuses lab.md lists (the provider reports no other): how an unknown one ranks is not the lab's question.",
         "mistake": "merge ranks a status it does not know as final (a learner's "
         "`else` branch meant for failed), so an unknown report replaces sending, "
         "accepted or sent.",
@@ -1180,6 +1188,7 @@ MUTANTS = [
     },
     {
         "name": "webhook-unmatched-not-recorded",
+        "not_a_mistake": 'A webhook comes only for a key that was sent, and a send follows a committed outbox row with that key (rows are never deleted): no event without a row reaches on_webhook in the lab.',
         "mistake": "on_webhook rolls back when no outbox row has the event's key, "
         "so the event id is not recorded.",
         "sentence": "In one transaction: record\n`event.event_id` in `webhook_events`",
@@ -1198,6 +1207,7 @@ MUTANTS = [
     },
     {
         "name": "webhook-overwrites-message-id",
+        "not_a_mistake": "The provider reports one message id per key (it replays its first answer while it remembers the key), so the row's id and the event's are the same in every world the lab can reach.",
         "mistake": "on_webhook writes the event's message id over the one the "
         "outbox row holds.",
         "sentence": "merge `event.status` into the outbox row whose\n`idem_key` is `event.key`",
@@ -1358,6 +1368,9 @@ if __name__ == "__main__":
     assert len(names) == len(set(names)), "duplicate mutant names"
     for m in MUTANTS:
         assert m["mistake"].endswith("."), m["name"]
+        # A change that no world the lab can reach tells apart from the reference:
+        # kept, with why, and not graded (www/host/test/courier/mutants.mjs).
+        assert m.get("not_a_mistake", ".").endswith("."), m["name"]
         assert m.get("caught_by"), f"{m['name']} names no test that must catch it"
         if "sentence" in m:
             assert " ".join(m["sentence"].split()) in lab, (m["name"], m["sentence"])

@@ -12,8 +12,10 @@ const pythonData = (url, name) => JSON.parse(execFileSync('python3', ['-c',
   'import json, runpy, sys; print(json.dumps(runpy.run_path(sys.argv[1])[sys.argv[2]]))',
   url.pathname, name]));
 
-/** The catalogue of wrong solutions, src/courier/mutants.py. */
-export const loadMutants = () => pythonData(new URL('src/courier/mutants.py', repo), 'MUTANTS');
+/** The catalogue of wrong solutions, src/courier/mutants.py, less the changes it keeps as
+ *  `not_a_mistake` (no world the lab can reach tells them apart from the reference). */
+export const loadMutants = () => pythonData(new URL('src/courier/mutants.py', repo), 'MUTANTS')
+  .filter((m) => !m.not_a_mistake);
 
 /** The correct solutions written in other styles, correct.py here (same edits). */
 export const loadCorrect = () => pythonData(new URL('correct.py', import.meta.url), 'CORRECT');
