@@ -142,7 +142,11 @@ fn an_exercism_tests_output_fits_in_500_characters() {
         delivery_lab::report::EXERCISM_OUTPUT_CAP,
         "{out}"
     );
-    assert!(out.starts_with("\u{e9}\u{e9}") && out.ends_with("characters of output]"));
+    // The cut is marked in the words Exercism's test-runner interface gives.
+    assert!(
+        out.starts_with("\u{e9}\u{e9}")
+            && out.ends_with("\nOutput was truncated. Please limit to 500 chars")
+    );
     assert_eq!(v["tests"][1]["output"].as_str(), Some(short.as_str()));
 }
 
@@ -219,6 +223,59 @@ fn the_gradescope_results_match_their_snapshot() {
         out,
         "only the hidden tests' visibility differs"
     );
+}
+
+/// What learner code raised or printed reaches each platform as plain text: a
+/// traceback's `<module>` stays as written (Gradescope read its summary as HTML by
+/// default, and the name vanished), and an escape sequence is shown, not obeyed
+/// (PrairieLearn turns ANSI sequences into styles).
+#[test]
+fn learner_text_reaches_each_platform_as_plain_text() {
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let raised = "Traceback (most recent call last):\n  File \"<exec>\", line 3, in <module>\n<b>x</b> & \u{1b}[8mhidden\u{1b}[0m";
+    let shown = raised.replace('\u{1b}', "\\x1b");
+    let e = Report::error("deliver-once", 5, raised, lab.tests());
+    // Gradescope: every text field's format is plain text; the summary starts with
+    // the traceback, an example test's output is it.
+    let g: serde_json::Value = serde_json::from_str(&e.to_gradescope("after_due_date")).unwrap();
+    for key in ["output_format", "test_output_format", "test_name_format"] {
+        assert_eq!(g[key], "text", "{key}");
+    }
+    assert!(g["output"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{shown}\n\n")));
+    assert_eq!(g["tests"][0]["output"].as_str(), Some(shown.as_str()));
+    // PrairieLearn: the same text in its message, the test's, and format_errors.
+    let p: serde_json::Value = serde_json::from_str(&e.to_prairielearn()).unwrap();
+    assert_eq!(p["format_errors"], serde_json::json!([shown.clone()]));
+    assert!(p["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{shown}\n\n")));
+    assert_eq!(p["tests"][0]["message"].as_str(), Some(shown.as_str()));
+    // Exercism: the report's message and the test's.
+    let x: serde_json::Value = serde_json::from_str(&e.to_exercism(&sheets())).unwrap();
+    assert_eq!(x["message"].as_str(), Some(shown.as_str()));
+    assert_eq!(x["tests"][0]["message"].as_str(), Some(shown.as_str()));
+    // What a test printed: an OSC sequence (set the clipboard) and a bell, written out.
+    let mut t = delivery_lab::report::TestReport::new(
+        "prints",
+        TestKind::Example,
+        TestStatus::Fail,
+        Some("in <module>: \u{1b}[31mred".into()),
+    );
+    t.output = Some("\u{1b}]52;c;cGxhbnQ=\u{7}<i>out</i>".into());
+    let r = Report::new("deliver-once", 1, 0, vec![t]);
+    let printed = "\\x1b]52;c;cGxhbnQ=\\x07<i>out</i>";
+    let p: serde_json::Value = serde_json::from_str(&r.to_prairielearn()).unwrap();
+    assert_eq!(p["tests"][0]["message"], "in <module>: \\x1b[31mred");
+    assert_eq!(p["tests"][0]["output"], printed);
+    let x: serde_json::Value = serde_json::from_str(&r.to_exercism(&[])).unwrap();
+    assert_eq!(x["tests"][0]["message"], "in <module>: \\x1b[31mred");
+    assert_eq!(x["tests"][0]["output"], printed);
+    let g: serde_json::Value = serde_json::from_str(&r.to_gradescope("hidden")).unwrap();
+    assert_eq!(g["tests"][0]["output"], "in <module>: \\x1b[31mred");
 }
 
 #[test]
