@@ -17,6 +17,7 @@ import { sandboxCommand } from '../sandbox_command.mjs';
 import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
+import { hiddenSeedOf } from '../hidden.mjs';
 
 noProcessLeftAfterTests();
 
@@ -159,6 +160,60 @@ test('exit codes: 0 when all pass, 1 when any fails, 2 for usage errors', LIMIT,
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /grade: .+\n.*usage/s);
   }
+});
+
+// Issue 39: ./lab works in its checkout, yet a path on its command line is the
+// caller's, as in any Unix tool; a file whose name starts with - goes after --.
+const LAB = path.join(WWW, '../lab');
+/** ./lab ARGS run in `cwd`; resolves to { code, stdout, stderr }. */
+function labIn(cwd, args) {
+  return new Promise((resolve) => {
+    const child = spawn(LAB, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+test('./lab grade and ./lab package from another folder: files, folders, --out and --secret-file are the caller\'s; -2.py after --', LIMIT, async () => {
+  const here = path.join(TMP, 'elsewhere');
+  write(here, 'alice.py', REFERENCE);
+  write(here, '-2.py', STARTER);
+  write(path.join(here, 'class'), 'bob.py', REFERENCE);
+  const secret = Buffer.from('a course secret of 32 bytes, ok!');
+  fs.writeFileSync(path.join(here, 'course.secret'), secret);
+  const repo = path.dirname(LAB);
+  for (const name of ['alice.py', '-2.py', 'class', 'course.secret', 'results', 'pkg']) assert.ok(!fs.existsSync(path.join(repo, name)), `the checkout has ${name}`);
+  let r = await labIn(here, ['grade', '--format', 'gradescope', '--out', 'results', '--secret-file', 'course.secret', 'alice.py', 'class', '--', '-2.py']);
+  assert.equal(r.code, 1, r.stderr);
+  // Each file by the name it was given, its results under the caller's results/, its
+  // hidden seed drawn from the caller's secret file.
+  const shown = r.stdout.trim().split('\n').slice(0, 3);
+  const want = [['alice.py', REFERENCE, 'pass', 'alice'], ['class/bob.py', REFERENCE, 'pass', 'bob'], ['-2.py', STARTER, 'fail', '-2']];
+  const re = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  want.forEach(([file, source, status, base], i) => {
+    const results = path.join(here, 'results', `${base}.json`);
+    const seed = hiddenSeedOf(secret, 'deliver-once', source);
+    assert.match(shown[i], new RegExp(`^${re(file)}: ${status} \\d+/23 -> ${re(results)} \\(hidden seed ${seed}\\)$`), r.stdout);
+    const res = JSON.parse(fs.readFileSync(results, 'utf8'));
+    assert.equal(res.score === res.max_score, status === 'pass', base);
+  });
+  for (const name of ['results', 'class', '-2.py']) assert.ok(!fs.existsSync(path.join(repo, name)), `./lab wrote ${name} into the checkout`);
+  // Without --, -2.py is an option no command has: exit 2, saying where a file so named goes.
+  r = await labIn(here, ['grade', '-2.py']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^\.\/lab grade: unknown option -2 \(a file whose name starts with - goes after --: \.\/lab grade \[options\] -- FILE\.\.\.\)$/m);
+  // A file the caller's folder does not have is not looked for in the checkout.
+  r = await labIn(here, ['grade', 'README.md']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^grade: README\.md: no such file or directory$/m);
+  // ./lab package --out: the caller's folder, and the steps it prints name it from there.
+  r = await labIn(here, ['package', 'exercism', '--lab', 'deliver-once', '--out', 'pkg']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(fs.existsSync(path.join(here, 'pkg', 'bin', 'run.sh')));
+  assert.match(r.stdout, /^ {2}pkg\/ \(bin\/run\.sh, Dockerfile, grader\/\)/m);
+  assert.ok(!fs.existsSync(path.join(repo, 'pkg')), './lab package wrote into the checkout');
 });
 
 // Staff read reports on a terminal: what a submission raises or prints, and its
