@@ -414,6 +414,16 @@ impl Report {
         self
     }
 
+    /// The report as `audience` may see it: each test's `TestReport::for_audience`.
+    pub fn for_audience(mut self, audience: Audience) -> Report {
+        self.tests = self
+            .tests
+            .into_iter()
+            .map(|t| t.for_audience(audience))
+            .collect();
+        self
+    }
+
     pub fn all_passed(&self) -> bool {
         self.status == RunStatus::Pass
     }
@@ -543,8 +553,14 @@ impl Report {
     /// as `terminal_safe` writes it: an escape sequence shown as `\x1b`, never obeyed
     /// by the platform's page, and HTML left as the characters it is (Gradescope is
     /// told so: `GRADESCOPE_TEXT_FORMAT`).
+    ///
+    /// A platform's file is the learner's, whatever report it is made from (a
+    /// staff's one too): each hidden test shows its name, status and points only.
     fn each_test(&self, one: impl Fn(&TestReport) -> serde_json::Value) -> Vec<serde_json::Value> {
-        self.tests.iter().map(one).collect()
+        self.tests
+            .iter()
+            .map(|t| one(&t.clone().for_audience(Audience::Learner)))
+            .collect()
     }
 
     /// One paragraph for a platform's page: the tally, the seed and how to replay it,

@@ -333,6 +333,49 @@ fn a_learner_sees_only_the_name_and_status_of_a_hidden_test() {
         .contains("What happened (lab clock)"));
 }
 
+/// Staff see why (issue 39): the staff's report of a file that fails only hidden
+/// tests carries each failed hidden test's message, the shrunk counterexample
+/// included, in its JSON and text; every platform's file made from it is the
+/// learner's, byte for byte.
+#[test]
+fn staff_see_a_hidden_tests_message_and_the_platforms_never_do() {
+    let staff = deliver_once::grade(&mut Mutant(M::NoFloor), DEFAULT_SEED, Audience::Staff);
+    let learner = learner_report(&mut Mutant(M::NoFloor));
+    let failed: Vec<_> = staff
+        .tests
+        .iter()
+        .filter(|t| t.kind == TestKind::Hidden && t.status != TestStatus::Pass)
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(failed
+        .iter()
+        .all(|t| t.message.as_deref().is_some_and(|m| !m.is_empty())));
+    let shrunk = failed
+        .iter()
+        .filter_map(|t| t.message.as_deref())
+        .find(|m| m.contains("Smallest failing input found"))
+        .expect("the differential test's counterexample, shrunk");
+    assert!(staff
+        .to_json()
+        .contains(&serde_json::to_string(shrunk).unwrap()[1..40]));
+    assert!(staff.to_text().contains(shrunk.lines().next().unwrap()));
+    assert!(!learner.to_json().contains("Smallest failing input"));
+    assert!(!learner.to_text().contains("Smallest failing input"));
+    for v in ["hidden", "after_due_date", "after_published"] {
+        assert_eq!(staff.to_gradescope(v), learner.to_gradescope(v), "{v}");
+    }
+    assert_eq!(staff.to_prairielearn(), learner.to_prairielearn());
+    // The WASM grader grades for staff and shows each caller its audience's view.
+    assert_eq!(
+        staff.clone().for_audience(Audience::Learner).to_json(),
+        learner.to_json()
+    );
+    assert_eq!(staff.to_exercism(&sheets()), learner.to_exercism(&sheets()));
+    assert!(!staff
+        .to_exercism(&sheets())
+        .contains("Smallest failing input"));
+}
+
 #[test]
 fn a_passing_run_earns_90_xp_and_a_failing_one_none() {
     let pass = learner_report(&mut Reference);

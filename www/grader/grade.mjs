@@ -181,9 +181,11 @@ async function gradeOne(i) {
   const hiddenSeed = hiddenSeedFor(read);
   const hidden = { seed: hiddenSeed, statuses: o.hiddenStatuses };
   const t0 = performance.now();
+  // The staff's report: its json and text carry each hidden test's message (the
+  // platforms' formats stay the learner's, the engine sees to it).
   const out = read.error !== undefined
-    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden })
-    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden });
+    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden, audience: 'staff' })
+    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden, audience: 'staff' });
   const engineLine = out.json; // the pool's line (an object), serialised once, by flush()
   const line = staffLine(engineLine, hiddenSeed);
   line.file = file;

@@ -4,8 +4,9 @@
 //
 // A line is what `./lab grade --format json` prints for a file: file, lab, status,
 // score, max_score, seed, duration_ms, tests [{name, kind, status, message?}],
-// message (on error). Only example tests carry a message; a hidden test's message is
-// withheld here too, whatever the line holds. What reaches a terminal, a spreadsheet
+// message (on error). The staff's line carries a failed hidden test's message too;
+// csv has no messages and junit withholds a hidden test's (a platform may show it to
+// learners), whatever the line holds. What reaches a terminal, a spreadsheet
 // or an XML parser is escaped for it: control characters as output.mjs terminalSafe
 // writes them, formulas defused, XML's five characters and what XML 1.0 cannot hold.
 import { terminalSafe } from './output.mjs';

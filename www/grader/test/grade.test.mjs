@@ -18,6 +18,7 @@ import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } fr
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
 import { hiddenSeedOf } from '../hidden.mjs';
+import { junitXml } from '../gradebook.mjs';
 
 noProcessLeftAfterTests();
 
@@ -781,6 +782,50 @@ test('hidden inputs are drawn per submission: the key-bit leak reads a new coin 
   r = await grade(['--format', 'text', '--secret-file', secret, a]);
   assert.ok(r.stdout.includes(`replay with: ./lab grade --lab deliver-once --seed 1042 --hidden-seed ${va.hidden_seed} ${a}\n`), r.stdout);
   for (const k of keys) assert.ok(!r.stdout.includes(k), `text shows the hidden key ${k}`);
+});
+
+// Issue 39: staff see why a hidden test failed (its message, the shrunk
+// counterexample), learners only that it did. One CLI run and two pool runs: the
+// platforms' formats are made from the staff's own run, so they are what is at stake.
+test('staff see why: ./lab grade\'s json and text carry a failed hidden test\'s message; every learner format, and the pool\'s default, none', LIMIT, async () => {
+  const source = REFERENCE.replace('max(policy.min_delay_s, rng.uniform(0, cap))', 'rng.uniform(0, cap)');
+  assert.notEqual(source, REFERENCE, 'the mutation applies');
+  const f = write(path.join(TMP, 'why'), 'nofloor.py', source);
+  // Every run grades the hidden cases as written (the pool's default), so the
+  // messages compared below are the same run's.
+  const r = await grade(['--format', 'json', '--hidden-seed', 'none', f]);
+  assert.equal(r.code, 1, r.stderr);
+  const line = JSON.parse(r.stdout);
+  assert.ok(line.tests.filter((t) => t.kind === 'example').every((t) => t.status === 'pass'), 'a hidden-only mistake');
+  const failed = line.tests.filter((t) => t.kind === 'hidden' && t.status !== 'pass');
+  assert.ok(failed.length > 0);
+  for (const t of failed) assert.ok(t.message?.length > 0, `${t.name}: no message in the staff's line`);
+  assert.ok(failed.some((t) => t.message.includes('Smallest failing input found')), failed.map((t) => t.message).join('\n---\n'));
+  // The first line of each hidden message: what no learner may read.
+  const secrets = failed.map((t) => t.message.split('\n')[0]);
+  const platforms = ['exercism', 'gradescope', 'gradescope-published', 'gradescope-hidden', 'prairielearn'];
+  const seen = { junit: junitXml([line]) };
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const staff = await pool.gradeMany({ source, formats: ['json', 'text', ...platforms], audience: 'staff' });
+    assert.deepEqual(staff.json.tests, line.tests, 'the CLI\'s line is the staff\'s');
+    assert.ok(staff.text.includes('Smallest failing input found'), staff.text.slice(0, 3000));
+    for (const s of secrets) assert.ok(staff.text.includes(s), `the staff's text lacks ${s}`);
+    for (const p of platforms) seen[p] = staff[p];
+    // What serve --grading and the queue ask for: the learner's, by default.
+    const learner = await pool.gradeMany({ source, formats: ['json', 'text'] });
+    assert.deepEqual(learner.json.tests.map((t) => t.status), line.tests.map((t) => t.status));
+    seen['pool json'] = jsonText(learner.json);
+    seen['pool text'] = learner.text;
+    await assert.rejects(pool.gradeMany({ source, audience: 'teacher' }), /unknown audience teacher/);
+  } finally {
+    await pool.close();
+  }
+  for (const [format, text] of Object.entries(seen)) {
+    assert.ok(!text.includes('Smallest failing input'), `${format} shows a hidden test's counterexample`);
+    for (const s of secrets) assert.ok(!text.includes(s), `${format} shows a hidden test's message: ${s}`);
+  }
 });
 
 test('--hidden-statuses aggregate: every format shows how many hidden tests passed, none by name', LIMIT, async () => {
