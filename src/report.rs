@@ -239,6 +239,12 @@ pub struct TestSheet {
     pub code: Option<String>,
 }
 
+/// Gradescope's format for every text of its `results.json` (its "Output String
+/// Formatting": `text`, nothing rendered as HTML, Markdown or ANSI). Written for the
+/// summary, the tests' outputs and their names alike, though Gradescope's own
+/// default is `text` for the last two.
+pub const GRADESCOPE_TEXT_FORMAT: &str = "text";
+
 /// A hidden test's `test_code`: that it is hidden, and nothing of it.
 pub const HIDDEN_TEST_CODE: &str = "# A hidden test: its code is not shown.";
 
@@ -408,6 +414,16 @@ impl Report {
         self
     }
 
+    /// The report as `audience` may see it: each test's `TestReport::for_audience`.
+    pub fn for_audience(mut self, audience: Audience) -> Report {
+        self.tests = self
+            .tests
+            .into_iter()
+            .map(|t| t.for_audience(audience))
+            .collect();
+        self
+    }
+
     pub fn all_passed(&self) -> bool {
         self.status == RunStatus::Pass
     }
@@ -432,7 +448,7 @@ impl Report {
                 o["message"] = json!(shown_message(t).unwrap_or_default());
             }
             if let Some(out) = &t.output {
-                o["output"] = json!(exercism_output(out));
+                o["output"] = json!(exercism_output(&terminal_safe(out)));
             }
             let sheet = sheets.iter().find(|s| s.name == t.name);
             o["test_code"] = json!(match t.kind {
@@ -451,7 +467,7 @@ impl Report {
         };
         let mut root = json!({ "version": 3, "status": status, "tests": tests });
         if let Some(m) = &self.message {
-            root["message"] = json!(m);
+            root["message"] = json!(terminal_safe(m));
         }
         serde_json::to_string_pretty(&root).expect("serializes")
     }
@@ -475,10 +491,16 @@ impl Report {
             }
             o
         });
+        // Every text as plain text (`GRADESCOPE_TEXT_FORMAT`): the summary carries
+        // what learner code raised, and Gradescope's default for it, `simple_format`,
+        // reads it as HTML, so a traceback's `<module>` vanished.
         let root = json!({
             "score": self.score,
             "max_score": self.max_score,
             "output": self.summary(),
+            "output_format": GRADESCOPE_TEXT_FORMAT,
+            "test_output_format": GRADESCOPE_TEXT_FORMAT,
+            "test_name_format": GRADESCOPE_TEXT_FORMAT,
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": tests,
@@ -489,7 +511,9 @@ impl Report {
     /// PrairieLearn's external-grader `results.json`: `score` from 0 to 1 and each
     /// test with its points. A report that graded nothing (a syntax error, no
     /// functions) is not gradable: PrairieLearn then counts no attempt, and shows why
-    /// from `format_errors`.
+    /// from `format_errors`. (Its results element escapes HTML in `message` and
+    /// `output` but turns ANSI escape sequences into colours and styles: the plain
+    /// text of `each_test` matters here most.)
     pub fn to_prairielearn(&self) -> String {
         let tests = self.each_test(|t| {
             let mut o = json!({
@@ -501,7 +525,7 @@ impl Report {
                 o["message"] = json!(m);
             }
             if let Some(out) = &t.output {
-                o["output"] = json!(out);
+                o["output"] = json!(terminal_safe(out));
             }
             o
         });
@@ -517,14 +541,26 @@ impl Report {
             "tests": tests,
         });
         if let (false, Some(m)) = (gradable, &self.message) {
-            root["format_errors"] = json!([m]);
+            root["format_errors"] = json!([terminal_safe(m)]);
         }
         serde_json::to_string_pretty(&root).expect("serializes")
     }
 
     /// Each test as one object of a platform's JSON, made by `one`.
+    ///
+    /// Every platform's text that can carry what learner code printed or raised (a
+    /// test's message and output, the report's message in the summary) is plain text
+    /// as `terminal_safe` writes it: an escape sequence shown as `\x1b`, never obeyed
+    /// by the platform's page, and HTML left as the characters it is (Gradescope is
+    /// told so: `GRADESCOPE_TEXT_FORMAT`).
+    ///
+    /// A platform's file is the learner's, whatever report it is made from (a
+    /// staff's one too): each hidden test shows its name, status and points only.
     fn each_test(&self, one: impl Fn(&TestReport) -> serde_json::Value) -> Vec<serde_json::Value> {
-        self.tests.iter().map(one).collect()
+        self.tests
+            .iter()
+            .map(|t| one(&t.clone().for_audience(Audience::Learner)))
+            .collect()
     }
 
     /// One paragraph for a platform's page: the tally, the seed and how to replay it,
@@ -543,7 +579,7 @@ impl Report {
             self.replay
         );
         match &self.message {
-            Some(m) => format!("{m}\n\n{tally}"),
+            Some(m) => format!("{}\n\n{tally}", terminal_safe(m)),
             None => tally,
         }
     }
@@ -648,11 +684,12 @@ pub fn terminal_safe(s: &str) -> String {
     out
 }
 
-/// What a platform shows of a test: its message, or for a hidden test that did
-/// not pass, that it is hidden (a learner's hidden test carries no message).
+/// What a platform shows of a test: its message as plain text (`terminal_safe`), or
+/// for a hidden test that did not pass, that it is hidden (a learner's hidden test
+/// carries no message).
 fn shown_message(t: &TestReport) -> Option<String> {
     match (&t.message, t.kind, t.status) {
-        (Some(m), _, _) => Some(m.clone()),
+        (Some(m), _, _) => Some(terminal_safe(m)),
         (None, TestKind::Hidden, s) if s != TestStatus::Pass => {
             Some("This is a hidden test: its details are not shown.".into())
         }
@@ -665,7 +702,8 @@ pub const EXERCISM_OUTPUT_CAP: usize = 500;
 
 /// A test's output within Exercism's cap: its start, and a note when it was cut.
 fn exercism_output(out: &str) -> String {
-    const NOTE: &str = "\n[cut: Exercism shows 500 characters of output]";
+    // The words Exercism's test-runner interface gives for it.
+    const NOTE: &str = "\nOutput was truncated. Please limit to 500 chars";
     if out.chars().nth(EXERCISM_OUTPUT_CAP).is_none() {
         return out.to_string();
     }

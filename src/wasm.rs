@@ -72,6 +72,17 @@ fn hidden_statuses(name: Option<String>) -> Result<HiddenStatuses, JsError> {
     }
 }
 
+/// A host's `audience` (`learner`, the default, or `staff`).
+fn audience(name: Option<String>) -> Result<Audience, JsError> {
+    match name.as_deref() {
+        None | Some("learner") => Ok(Audience::Learner),
+        Some("staff") => Ok(Audience::Staff),
+        Some(n) => Err(js_error(format!(
+            "Unknown audience `{n}`: use learner or staff"
+        ))),
+    }
+}
+
 /// A host's `hidden_seed`: none, the hidden cases as written; a number, every hidden
 /// case in that variant, for a lab that has variants (`LabInfo::hidden_variants`).
 fn hidden_inputs(lab: &dyn Lab, hidden_seed: Option<u32>) -> Result<HiddenInputs, JsError> {
@@ -297,7 +308,8 @@ impl Grader {
         hidden_statuses: Option<String>,
     ) -> Result<String, JsError> {
         let statuses = self::hidden_statuses(hidden_statuses)?;
-        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?;
+        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?
+            .for_audience(Audience::Learner);
         render(&report.with_hidden_statuses(statuses), format)
     }
 
@@ -311,16 +323,19 @@ impl Grader {
         seed: Option<u32>,
         hidden_seed: Option<u32>,
     ) -> Result<String, JsError> {
-        render(
-            &grade_report(lab_id, solution, seed, hidden_seed, RunMode::Verdict)?,
-            None,
-        )
+        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Verdict)?;
+        render(&report.for_audience(Audience::Learner), None)
     }
 
     /// Grades `solution` once and renders the report in each of `formats`: JSON of
     /// `{format: text}`. The grading CLI asks for several formats of one run, which
     /// cannot be run twice (its learner code lives in a sandbox that is gone after it).
-    /// `hidden_seed` and `hidden_statuses` as for `grade`.
+    /// `hidden_seed` and `hidden_statuses` as for `grade`. `audience`: `learner` (the
+    /// default) or `staff`, whose `json` and `text` carry each hidden test's message
+    /// (its counterexample, what the code did); a platform's format is the
+    /// learner's whatever the audience (`Report::each_test`).
+    // The JS boundary: plain arguments, the last three optional (`undefined`).
+    #[allow(clippy::too_many_arguments)]
     pub fn grade_formats(
         &self,
         lab_id: &str,
@@ -329,9 +344,12 @@ impl Grader {
         formats: Vec<String>,
         hidden_seed: Option<u32>,
         hidden_statuses: Option<String>,
+        audience: Option<String>,
     ) -> Result<String, JsError> {
         let statuses = self::hidden_statuses(hidden_statuses)?;
+        let audience = self::audience(audience)?;
         let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?
+            .for_audience(audience)
             .with_hidden_statuses(statuses);
         let mut out = serde_json::Map::new();
         for f in formats {
@@ -378,7 +396,8 @@ impl Grader {
     }
 }
 
-/// Runs every test of the lab against `solution` (the learner's audience).
+/// Runs every test of the lab against `solution`: the staff's report, every hidden
+/// test's details in it. Each caller shows it to its audience (`Report::for_audience`).
 fn grade_report(
     lab_id: &str,
     solution: SolutionObject,
@@ -408,7 +427,7 @@ fn grade_report(
         },
         seed_or_default(seed),
         hidden,
-        Audience::Learner,
+        Audience::Staff,
         mode,
     ))
 }

@@ -142,7 +142,11 @@ fn an_exercism_tests_output_fits_in_500_characters() {
         delivery_lab::report::EXERCISM_OUTPUT_CAP,
         "{out}"
     );
-    assert!(out.starts_with("\u{e9}\u{e9}") && out.ends_with("characters of output]"));
+    // The cut is marked in the words Exercism's test-runner interface gives.
+    assert!(
+        out.starts_with("\u{e9}\u{e9}")
+            && out.ends_with("\nOutput was truncated. Please limit to 500 chars")
+    );
     assert_eq!(v["tests"][1]["output"].as_str(), Some(short.as_str()));
 }
 
@@ -221,6 +225,59 @@ fn the_gradescope_results_match_their_snapshot() {
     );
 }
 
+/// What learner code raised or printed reaches each platform as plain text: a
+/// traceback's `<module>` stays as written (Gradescope read its summary as HTML by
+/// default, and the name vanished), and an escape sequence is shown, not obeyed
+/// (PrairieLearn turns ANSI sequences into styles).
+#[test]
+fn learner_text_reaches_each_platform_as_plain_text() {
+    let lab = delivery_lab::lab_by_id("deliver-once").unwrap();
+    let raised = "Traceback (most recent call last):\n  File \"<exec>\", line 3, in <module>\n<b>x</b> & \u{1b}[8mhidden\u{1b}[0m";
+    let shown = raised.replace('\u{1b}', "\\x1b");
+    let e = Report::error("deliver-once", 5, raised, lab.tests());
+    // Gradescope: every text field's format is plain text; the summary starts with
+    // the traceback, an example test's output is it.
+    let g: serde_json::Value = serde_json::from_str(&e.to_gradescope("after_due_date")).unwrap();
+    for key in ["output_format", "test_output_format", "test_name_format"] {
+        assert_eq!(g[key], "text", "{key}");
+    }
+    assert!(g["output"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{shown}\n\n")));
+    assert_eq!(g["tests"][0]["output"].as_str(), Some(shown.as_str()));
+    // PrairieLearn: the same text in its message, the test's, and format_errors.
+    let p: serde_json::Value = serde_json::from_str(&e.to_prairielearn()).unwrap();
+    assert_eq!(p["format_errors"], serde_json::json!([shown.clone()]));
+    assert!(p["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{shown}\n\n")));
+    assert_eq!(p["tests"][0]["message"].as_str(), Some(shown.as_str()));
+    // Exercism: the report's message and the test's.
+    let x: serde_json::Value = serde_json::from_str(&e.to_exercism(&sheets())).unwrap();
+    assert_eq!(x["message"].as_str(), Some(shown.as_str()));
+    assert_eq!(x["tests"][0]["message"].as_str(), Some(shown.as_str()));
+    // What a test printed: an OSC sequence (set the clipboard) and a bell, written out.
+    let mut t = delivery_lab::report::TestReport::new(
+        "prints",
+        TestKind::Example,
+        TestStatus::Fail,
+        Some("in <module>: \u{1b}[31mred".into()),
+    );
+    t.output = Some("\u{1b}]52;c;cGxhbnQ=\u{7}<i>out</i>".into());
+    let r = Report::new("deliver-once", 1, 0, vec![t]);
+    let printed = "\\x1b]52;c;cGxhbnQ=\\x07<i>out</i>";
+    let p: serde_json::Value = serde_json::from_str(&r.to_prairielearn()).unwrap();
+    assert_eq!(p["tests"][0]["message"], "in <module>: \\x1b[31mred");
+    assert_eq!(p["tests"][0]["output"], printed);
+    let x: serde_json::Value = serde_json::from_str(&r.to_exercism(&[])).unwrap();
+    assert_eq!(x["tests"][0]["message"], "in <module>: \\x1b[31mred");
+    assert_eq!(x["tests"][0]["output"], printed);
+    let g: serde_json::Value = serde_json::from_str(&r.to_gradescope("hidden")).unwrap();
+    assert_eq!(g["tests"][0]["output"], "in <module>: \\x1b[31mred");
+}
+
 #[test]
 fn the_same_solution_and_seed_give_byte_identical_reports() {
     for m in [M::NoFloor, M::ClaimWithoutNx, M::GtForExpiry] {
@@ -274,6 +331,49 @@ fn a_learner_sees_only_the_name_and_status_of_a_hidden_test() {
         .as_deref()
         .unwrap()
         .contains("What happened (lab clock)"));
+}
+
+/// Staff see why (issue 39): the staff's report of a file that fails only hidden
+/// tests carries each failed hidden test's message, the shrunk counterexample
+/// included, in its JSON and text; every platform's file made from it is the
+/// learner's, byte for byte.
+#[test]
+fn staff_see_a_hidden_tests_message_and_the_platforms_never_do() {
+    let staff = deliver_once::grade(&mut Mutant(M::NoFloor), DEFAULT_SEED, Audience::Staff);
+    let learner = learner_report(&mut Mutant(M::NoFloor));
+    let failed: Vec<_> = staff
+        .tests
+        .iter()
+        .filter(|t| t.kind == TestKind::Hidden && t.status != TestStatus::Pass)
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(failed
+        .iter()
+        .all(|t| t.message.as_deref().is_some_and(|m| !m.is_empty())));
+    let shrunk = failed
+        .iter()
+        .filter_map(|t| t.message.as_deref())
+        .find(|m| m.contains("Smallest failing input found"))
+        .expect("the differential test's counterexample, shrunk");
+    assert!(staff
+        .to_json()
+        .contains(&serde_json::to_string(shrunk).unwrap()[1..40]));
+    assert!(staff.to_text().contains(shrunk.lines().next().unwrap()));
+    assert!(!learner.to_json().contains("Smallest failing input"));
+    assert!(!learner.to_text().contains("Smallest failing input"));
+    for v in ["hidden", "after_due_date", "after_published"] {
+        assert_eq!(staff.to_gradescope(v), learner.to_gradescope(v), "{v}");
+    }
+    assert_eq!(staff.to_prairielearn(), learner.to_prairielearn());
+    // The WASM grader grades for staff and shows each caller its audience's view.
+    assert_eq!(
+        staff.clone().for_audience(Audience::Learner).to_json(),
+        learner.to_json()
+    );
+    assert_eq!(staff.to_exercism(&sheets()), learner.to_exercism(&sheets()));
+    assert!(!staff
+        .to_exercism(&sheets())
+        .contains("Smallest failing input"));
 }
 
 #[test]

@@ -2,15 +2,40 @@
 // same table parses the arguments, checks their values and writes the --help text.
 // The tables of ./lab's commands are in commands.mjs; platform.mjs keeps its own.
 //
-// A table: { prog, summary, synopsis, options, positionals: {min, max}, notes,
+// A table: { prog, summary, synopsis, options, positionals: {min, max, files (they
+//   are files: an unknown option says a file named -x goes after --)}, notes,
 //   check(values, positionals): throws a UsageError for what no one option can say }.
 // An option: { type: 'string' | 'boolean', value: 'N' (the placeholder in the help),
 //   help, default (the value when not given), defaultText (the help's word for it,
 //   when the default is not a plain value), choices ([name] or [{name, help}]),
 //   multiple (repeatable: an array), short ('h'), parse (text → value, or throw
-//   UsageError), hidden (parsed, left out of the help: for the tests and scripts) }.
+//   UsageError), path (a file or folder: parsed to an absolute path, a relative one
+//   taken from the caller's folder, callerPath), hidden (parsed, left out of the
+//   help: for the tests and scripts) }.
+// Positionals, as Unix tools take them: after `--` everything is one, a file named
+// `-2.py` too.
 // No imports beyond Node's: ./lab --help runs it before anything is installed.
+import path from 'node:path';
 import { parseArgs as utilParseArgs } from 'node:util';
+
+/** The environment variable in which ./lab, which works in its checkout, names the
+ *  folder it was run from. */
+export const CALLER_DIR_ENV = 'DELIVERY_LAB_CALLER_DIR';
+
+// Read once and taken out of the environment, so that no process this one starts
+// (a test's own `node grade.mjs` in a folder of its choosing, say) takes it for its own.
+const CALLER_DIR = (() => {
+  const dir = process.env[CALLER_DIR_ENV];
+  delete process.env[CALLER_DIR_ENV];
+  return dir && path.isAbsolute(dir) ? dir : process.cwd();
+})();
+
+/** A path from the command line, absolute: a relative one is taken from the folder
+ *  the command was run from (./lab's caller's, else this process's own). */
+export const callerPath = (p) => path.resolve(CALLER_DIR, p);
+
+/** The folder the command was run from (a path printed for its user is relative to it). */
+export const callerDir = () => CALLER_DIR;
 
 /** A command line that cannot be run: exit 2, the message, and where the options are. */
 export class UsageError extends Error {
@@ -104,7 +129,10 @@ export function command(table) {
     try {
       parsed = utilParseArgs({ args: argv, options: spec, strict: true, allowPositionals: true });
     } catch (e) {
-      throw usageOf(e);
+      const usage = usageOf(e);
+      // A file whose name starts with - (-2.py) reads as short options: say how to give it.
+      if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && positionals.files && /^-[^-]/.test(usage.option)) usage.message += ` (a file whose name starts with - goes after --: ${table.prog} [options] -- FILE...)`;
+      throw usage;
     }
     const values = {};
     for (const [name, o] of Object.entries(options)) {
@@ -119,6 +147,7 @@ export function command(table) {
           throw new UsageError(`--${name} must be ${orList(o.choices.map(choiceName))}, not ${text === '' ? 'nothing' : text}`);
         }
         if (o.type === 'string' && text === '' && !o.parse) throw new UsageError(`--${name} needs a value (${o.value ?? 'VALUE'})`);
+        if (o.path) return callerPath(text);
         return o.parse ? o.parse(text, `--${name}`) : text;
       };
       v = o.type === 'boolean' ? v : o.multiple ? v.map(one) : one(v);
@@ -147,7 +176,7 @@ function usageOf(e) {
   const name = /'(-{1,2}[^' ]+)/.exec(e.message)?.[1] ?? '';
   switch (e.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return new UsageError(`unknown option ${name}`);
+      return Object.assign(new UsageError(`unknown option ${name}`), { option: name });
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
       if (/does not take an argument/.test(e.message)) return new UsageError(`${name} takes no value`);
       if (/ambiguous/.test(e.message)) return new UsageError(`${name} needs a value (give ${name}=VALUE for one that starts with -)`);

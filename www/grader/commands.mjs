@@ -48,7 +48,7 @@ export const GRADE = command({
   synopsis: '[options] FILE_OR_DIR...',
   summary: 'Grades learners\' files again where they cannot touch the grader: each in a sandbox of its own, with the '
     + 'page\'s engine, so each gets the report the page gives. A directory means every .py file in it (sorted).',
-  positionals: { min: 1, missing: 'no submission given: name .py files or directories' },
+  positionals: { min: 1, files: true, missing: 'no submission given: name .py files or directories' },
   options: {
     lab: { type: 'string', value: 'ID', help: 'the lab: deliver-once or courier', defaultText: 'the course\'s first lab, deliver-once' },
     format: { type: 'string', value: 'F', choices: REPORT_FORMATS, help: 'the report', defaultText: 'text on a terminal, else json' },
@@ -65,7 +65,7 @@ export const GRADE = command({
       },
     },
     'secret-file': {
-      type: 'string', value: 'FILE', defaultText: 'a random secret for this run',
+      type: 'string', value: 'FILE', path: true, defaultText: 'a random secret for this run',
       help: 'the grader\'s secret (16 bytes or more; keep it from learners): each submission\'s hidden inputs are drawn '
         + 'from it and the file, the same again for the same file',
     },
@@ -73,11 +73,13 @@ export const GRADE = command({
     timeout: { type: 'string', value: 'S', parse: number({ min: 0.1 }), help: 'CPU seconds per submission', defaultText: 'four times the lab\'s limit: 32, courier 80' },
     jobs: { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), default: 1, help: 'submissions graded at once (one per core is right)' },
     memory: { type: 'string', value: 'MB', parse: number({ int: true, min: 64 }), default: 512, help: 'memory for one submission\'s Python' },
-    out: { type: 'string', value: 'DIR', help: 'where the platforms\' formats write one results.json per file (alice.py -> DIR/alice.json)' },
+    out: { type: 'string', value: 'DIR', path: true, help: 'where the platforms\' formats write one results.json per file (alice.py -> DIR/alice.json)' },
     'no-sandbox': { type: 'boolean', default: false, help: 'grade without bubblewrap (refused otherwise when bubblewrap does not work)' },
   },
   notes: 'The platforms\' formats need --out DIR. json, csv and junit go to stdout (the summary to stderr); text to '
     + 'stdout. The staff\'s json and text name each file\'s hidden seed; learners\' reports (and csv, junit) never do.\n'
+    + 'Paths (files, --out, --secret-file) are taken from the folder the command is run in; a file whose name starts '
+    + 'with - goes after --, as in ./lab grade -- -2.py.\n'
     + 'Exit code: 0 every submission passes, 1 any fails or errors, 2 a usage error or a grader that cannot start.\n'
     + 'More: www/grader/README.md.',
 });
@@ -95,7 +97,7 @@ export const PACKAGE = command({
   },
   options: {
     lab: { type: 'string', value: 'ID', help: 'the lab', defaultText: 'the course\'s first; exercism: every lab, each an exercise' },
-    out: { type: 'string', value: 'DIR', help: 'where the package goes; a folder this command did not write is never replaced', defaultText: 'packages/PLATFORM/' },
+    out: { type: 'string', value: 'DIR', path: true, help: 'where the package goes; a folder this command did not write is never replaced', defaultText: 'packages/PLATFORM/ in the checkout' },
     'hidden-until-published': { type: 'boolean', default: false, help: 'gradescope only: hidden tests are shown once grades are published (default: after the due date)' },
     'hidden-statuses': HIDDEN_STATUSES,
     image: { type: 'string', value: 'NAME', default: DEFAULT_IMAGE, help: 'the Docker image PrairieLearn runs the grader in' },
@@ -116,11 +118,11 @@ export const SERVE = command({
     port: { type: 'string', value: 'N', parse: number({ int: true, min: 0, max: 65535 }), default: 8000, help: 'the port (0: a free one; the first line printed is the URL)' },
     'no-hidden': { type: 'boolean', default: false, build: true, help: 'the page without the hidden tests or the reference (www/dist-no-hidden/); with --grading the server grades them' },
     hidden: { type: 'boolean', default: false, help: 'refuse a build without the hidden tests (./lab serve gives it)' },
-    root: { type: 'string', value: 'DIR', help: 'serve another folder', defaultText: 'www/dist/, or www/dist-no-hidden/ with --no-hidden' },
+    root: { type: 'string', value: 'DIR', path: true, help: 'serve another folder', defaultText: 'www/dist/, or www/dist-no-hidden/ with --no-hidden' },
     grading: { type: 'boolean', default: false, needs: 'bwrap', help: 'also answer POST /grade with ./lab grade\'s sandboxed pool (www/page/EMBED.md)' },
     jobs: { type: 'string', value: 'N', parse: number({ int: true, min: 1, max: 64 }), default: 1, help: 'with --grading: submissions graded at once' },
     'per-client': { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), help: 'with --grading: places one client address may hold', defaultText: 'max(1, ceil(3 x jobs / 4))' },
-    'secret-file': { type: 'string', value: 'FILE', help: 'with --grading: the secret hidden inputs are drawn from', defaultText: 'one of the process\'s own' },
+    'secret-file': { type: 'string', value: 'FILE', path: true, help: 'with --grading: the secret hidden inputs are drawn from', defaultText: 'one of the process\'s own' },
     'hidden-statuses': HIDDEN_STATUSES,
     queue: {
       type: 'string', value: 'URL', parse: queueUrl,
@@ -148,7 +150,7 @@ export const BUILD = command({
   options: {
     'no-hidden': { type: 'boolean', default: false, help: 'without the hidden tests and the reference, into www/dist-no-hidden/' },
     'no-reference': { type: 'boolean', default: false, help: 'without the reference solution, into www/dist-no-reference/' },
-    out: { type: 'string', value: 'DIR', help: 'another folder' },
+    out: { type: 'string', value: 'DIR', path: true, help: 'another folder' },
     'allow-origin': { type: 'string', value: 'ORIGIN', multiple: true, default: [], help: 'a course page\'s origin that may embed the lab (a comma list too; without any the postMessage API is off)' },
     dev: { type: 'boolean', default: false, help: 'unminified, with source maps' },
     'no-wasm': { type: 'boolean', default: false, help: 'use www/pkg as it is instead of building the grader' },
@@ -176,7 +178,7 @@ export const BENCH = command({
     visits: { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), default: 5, help: 'repeat visits timed' },
     first: { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), default: 3, help: 'first visits timed' },
     'real-full': { type: 'boolean', default: false, help: 'the courier real run\'s part: a full run (about 3 minutes) instead of a shortened one' },
-    'real-json': { type: 'string', value: 'FILE', help: 'the courier real run\'s part: read a saved run\'s JSON line (./lab real --format json) instead of running one' },
+    'real-json': { type: 'string', value: 'FILE', path: true, help: 'the courier real run\'s part: read a saved run\'s JSON line (./lab real --format json) instead of running one' },
     'real-only': { type: 'boolean', default: false, help: 'only the courier real run\'s part' },
   },
 });

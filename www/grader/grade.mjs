@@ -11,7 +11,7 @@ import { hiddenSeedOf, newSecret, readSecret, SecretError, staffReplay } from '.
 import { jsonText, terminalSafe } from './output.mjs';
 import { createGradingPool } from './pool.mjs';
 import { pyFilesIn, readSubmission } from './submissions.mjs';
-import { parseOrExit, usageExit } from './args.mjs';
+import { callerPath, parseOrExit, usageExit } from './args.mjs';
 import { GRADE } from './commands.mjs';
 import { ENGINE_FORMATS, PLATFORM_FORMATS } from './formats.mjs';
 import { csvHeader, csvRow, junitXml, rollupTable } from './gradebook.mjs';
@@ -32,13 +32,16 @@ function parseArgs(argv) {
   return o;
 }
 
+// Each file as it was named (what the reports and the replay command show), read
+// from the folder the command was run in (args.mjs callerPath: ./lab works in its
+// checkout). --out and --secret-file come parsed to absolute paths the same way.
 function collect(files) {
   const list = [];
   for (const f of files) {
     let st;
-    try { st = fs.statSync(f); } catch { usage(`${f}: no such file or directory`); }
+    try { st = fs.statSync(callerPath(f)); } catch { usage(`${f}: no such file or directory`); }
     if (st.isDirectory()) {
-      const py = pyFilesIn(f);
+      const py = pyFilesIn(callerPath(f));
       if (!py.length) usage(`${f}: the directory has no .py files`);
       list.push(...py.map((n) => path.join(f, n)));
     } else list.push(f);
@@ -171,16 +174,18 @@ function shellWord(file) {
 
 async function gradeOne(i) {
   const file = files[i];
-  const read = readSubmission(file);
+  const read = readSubmission(callerPath(file));
   // csv and junit are made from the json line (gradebook.mjs); the text and the
   // platforms' formats are the engine's.
   const formats = ENGINE_FORMATS.includes(o.format) && o.format !== 'json' ? ['json', o.format] : ['json'];
   const hiddenSeed = hiddenSeedFor(read);
   const hidden = { seed: hiddenSeed, statuses: o.hiddenStatuses };
   const t0 = performance.now();
+  // The staff's report: its json and text carry each hidden test's message (the
+  // platforms' formats stay the learner's, the engine sees to it).
   const out = read.error !== undefined
-    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden })
-    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden });
+    ? await pool.errorReports({ lab: o.lab, seed: o.seed, message: read.error, formats, hidden, audience: 'staff' })
+    : await pool.gradeMany({ lab: o.lab, source: read.text, seed: o.seed, formats, hidden, audience: 'staff' });
   const engineLine = out.json; // the pool's line (an object), serialised once, by flush()
   const line = staffLine(engineLine, hiddenSeed);
   line.file = file;

@@ -4,8 +4,9 @@
 //
 // A line is what `./lab grade --format json` prints for a file: file, lab, status,
 // score, max_score, seed, duration_ms, tests [{name, kind, status, message?}],
-// message (on error). Only example tests carry a message; a hidden test's message is
-// withheld here too, whatever the line holds. What reaches a terminal, a spreadsheet
+// message (on error). The staff's line carries a failed hidden test's message too;
+// csv has no messages and junit withholds a hidden test's (a platform may show it to
+// learners), whatever the line holds. What reaches a terminal, a spreadsheet
 // or an XML parser is escaped for it: control characters as output.mjs terminalSafe
 // writes them, formulas defused, XML's five characters and what XML 1.0 cannot hold.
 import { terminalSafe } from './output.mjs';
@@ -50,12 +51,25 @@ export function rollupTable(lines) {
 
 export const CSV_COLUMNS = Object.freeze(['file', 'lab', 'score', 'max', 'status', 'failed_tests']);
 
-/** A cell: quoted when it must be, and a text a spreadsheet would take for a formula
- *  (=, +, -, @, a tab or a carriage return first) kept as text with a leading '. */
-function csvCell(value) {
-  let s = typeof value === 'number' ? String(value) : terminalSafe(value ?? '');
-  if (typeof value !== 'number' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
-  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+// Formula neutralising that holds whatever separator the reader splits at. A reader
+// that splits at ';' (Excel in many locales) reads this ','-file's quoted field as
+// RFC 4180 says, so a ';' inside quotes splits nothing there either; and a field
+// that a reader starts at the start of a line is this file's first, the file's
+// name, quoted. So every text field is quoted, and one whose text starts as a
+// spreadsheet's formula does ('=', '+', '-', '@', a tab or a carriage return, and
+// their full-width forms, which some spreadsheets take for the same) starts with a
+// ' instead: the cell shows the text, never runs it. The other fields are the
+// lab's (its id, a status, its tests' names joined by '; ', each piece after a
+// ';' starting with a space), and the numbers are bare.
+const FORMULA_START = /^[=+\-@\t\r\uff1d\uff0b\uff0d\uff20]/;
+
+/** A cell: a number bare; text (control characters escaped as terminalSafe writes
+ *  them) quoted, with a leading ' where a spreadsheet would take it for a formula. */
+export function csvCell(value) {
+  if (typeof value === 'number') return String(value);
+  let s = terminalSafe(value ?? '');
+  if (FORMULA_START.test(s)) s = `'${s}`;
+  return `"${s.replaceAll('"', '""')}"`;
 }
 
 export const csvHeader = () => `${CSV_COLUMNS.join(',')}\r\n`;

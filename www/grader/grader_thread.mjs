@@ -93,7 +93,9 @@ function awaitReady({ fdIn, fdOut }) {
 
 // `hidden`: the submission's hidden seed (null: the hidden cases as written) and how
 // its reports show hidden tests (`each` or `aggregate`), both the coordinator's.
-function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag, hidden }) {
+// `audience`: `staff` for the CLI's own report (json and text carry each hidden
+// test's message), else the learner's; a platform's format is always the learner's.
+function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag, hidden, audience }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
   if (!LAB_OF.has(lab)) throw new Error(`unknown lab ${lab}`);
   const { store, ops } = LAB_OF.get(lab);
@@ -213,7 +215,7 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   const result = { outputs: null, loadError: null, problem: null, closed: false, calls: 0, ops: 0, bytes: 0 };
   if (loaded && typeof loaded.error === 'string') result.loadError = loaded.error;
   else if (loaded && loaded.timeout !== undefined) state.problem ??= TIMEOUT_IS_OURS;
-  else if (loaded && Array.isArray(loaded.ok)) result.outputs = JSON.parse(grader.grade_formats(lab, solution, seed, formats, hidden?.seed ?? undefined, hidden?.statuses ?? undefined));
+  else if (loaded && Array.isArray(loaded.ok)) result.outputs = JSON.parse(grader.grade_formats(lab, solution, seed, formats, hidden?.seed ?? undefined, hidden?.statuses ?? undefined, audience ?? undefined));
   else if (loaded) state.problem ??= 'its answer to the load has neither ok, error nor timeout';
   if (state.usedStore) storeSubmissions++;
   Object.assign(result, {

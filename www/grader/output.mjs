@@ -31,8 +31,15 @@ export const terminalSafe = (s) => String(s).replace(unsafe(), (c) => (c.charCod
  *  serves, and what LINE_CAP_BYTES is measured on. */
 export const jsonText = (value) => JSON.stringify(value).replace(unsafe(), (c) => `\\u${hex(c, 4)}`);
 
-/** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES. */
-export function jsonLine(report, { file = null, durationMs = null } = {}) {
+/** The longest a message stays when a line would be over LINE_CAP_BYTES: each is cut
+ *  to the first of these that fits (hidden tests' first, then every test's). */
+const LINE_CUTS = [2000, 1000, 500, 200];
+
+/** The CLI's JSON line for one report (the engine's JSON, parsed), within LINE_CAP_BYTES.
+ *  `staff`: the line is the staff's (./lab grade's own), and a hidden test's message,
+ *  which only a staff report from the engine carries, is kept; a learner's line never
+ *  has one, whatever the report holds. */
+export function jsonLine(report, { file = null, durationMs = null, staff = false } = {}) {
   const line = {
     file,
     lab: report.lab,
@@ -46,7 +53,7 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
     duration_ms: durationMs,
     tests: report.tests.map((t) => {
       const o = { name: t.name, kind: t.kind, status: t.status };
-      if (t.kind === 'example' && t.message != null) o.message = t.message;
+      if ((t.kind === 'example' || staff) && t.message != null) o.message = t.message;
       return o;
     }),
     replay: report.replay,
@@ -54,9 +61,19 @@ export function jsonLine(report, { file = null, durationMs = null } = {}) {
   if (report.status === 'error' && report.message != null) line.message = report.message;
   // The engine caps every field, so this holds already; kept as the last word,
   // since a file name or a future field could still make a line long.
-  if (Buffer.byteLength(jsonText(line)) > LINE_CAP_BYTES) {
-    for (const t of line.tests) if (t.message) t.message = `${t.message.slice(0, 200)}\n[cut: the report was over 64 KB]`;
-    if (line.message) line.message = line.message.slice(0, 2000);
+  // A staff line carries every hidden test's message too: those are cut first.
+  const over = () => Buffer.byteLength(jsonText(line)) > LINE_CAP_BYTES;
+  const cut = (tests, n) => {
+    for (const t of tests) if (t.message && t.message.length > n) t.message = `${t.message.slice(0, n)}\n[cut: the report was over 64 KB]`;
+  };
+  for (const n of LINE_CUTS) {
+    if (!over()) break;
+    cut(line.tests.filter((t) => t.kind === 'hidden'), n);
   }
+  for (const n of LINE_CUTS) {
+    if (!over()) break;
+    cut(line.tests, n);
+  }
+  if (over() && line.message) line.message = line.message.slice(0, 2000);
   return line;
 }

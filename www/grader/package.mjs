@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { CLI_LIMIT_FACTOR } from './pool.mjs';
 import { GRADER_MARKER, newSecret, PACKAGED_SECRET_FILE } from './hidden.mjs';
 import { loadGrader } from '../host/node_host.mjs';
-import { parseOrExit } from './args.mjs';
+import { callerDir, parseOrExit } from './args.mjs';
 import { DEFAULT_IMAGE, PACKAGE } from './commands.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -283,7 +283,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   try {
     await writePackage(o);
     const labIds = JSON.parse(fs.readFileSync(path.join(o.out, MARKER), 'utf8')).labs;
-    process.stdout.write(`${uploadSteps(o, labIds, (p) => { const r = path.relative(process.cwd(), p); return r.startsWith('..') ? p : r || '.'; })}\n`);
+    // Each path as its user finds it: from the folder the command was run in.
+    process.stdout.write(`${uploadSteps(o, labIds, (p) => { const r = path.relative(callerDir(), p); return r.startsWith('..') ? p : r || '.'; })}\n`);
   } catch (e) {
     process.stderr.write(`package: ${e.message}\n`);
     process.exit(1);

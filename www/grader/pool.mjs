@@ -66,6 +66,11 @@ const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for 
  */
 export const CLI_LIMIT_FACTOR = 4;
 export const WALL_FACTOR = 3;
+/** Whom a report is for (the engine's `audience`): the learner (every caller but one,
+ *  the default) or the staff (./lab grade's own json and text, which carry each hidden
+ *  test's message; a platform's format is the learner's whatever is asked). */
+export const AUDIENCES = Object.freeze(['learner', 'staff']);
+
 /** The formats the engine renders: formats.mjs, the one list of report formats. */
 export { ENGINE_FORMATS as FORMATS } from './formats.mjs';
 /**
@@ -505,7 +510,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       if (rss > baseRss + memoryMb + MEMORY_SLACK_MB) end(ENDED.memory);
     }, 50);
     slot.thread.postMessage({
-      t: 'grade', id: job.id, lab: job.lab, seed: job.seed, hidden: job.hidden, formats: job.formats, source: job.source,
+      t: 'grade', id: job.id, lab: job.lab, seed: job.seed, hidden: job.hidden, audience: job.audience, formats: job.formats, source: job.source,
       functions: labInfo(job.lab).functions, limitS: job.limitS, fdIn: sb.fdIn, fdOut: sb.fdOut, flag: job.flag,
     });
     // The next submission's sandbox boots now, while this one runs.
@@ -548,7 +553,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     const out = {};
     for (const format of job.formats) {
       out[format] = format === 'json'
-        ? jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json', job.hidden?.statuses)), { durationMs })
+        ? jsonLine(JSON.parse(grader[kind](job.lab, job.seed, message, 'json', job.hidden?.statuses)), { durationMs, staff: job.audience === 'staff' })
         : grader[kind](job.lab, job.seed, message, format, job.hidden?.statuses);
     }
     return out;
@@ -571,7 +576,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     // The grader's own reports; at the limit, the tests that finished before it
     // keep their results, as on the page.
     const out = { ...m.outputs };
-    if (out.json !== undefined) out.json = jsonLine(JSON.parse(out.json), { durationMs });
+    if (out.json !== undefined) out.json = jsonLine(JSON.parse(out.json), { durationMs, staff: job.audience === 'staff' });
     return out;
   }
 
@@ -597,8 +602,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     /** Grades one submission; resolves to its report in `format`: json, the CLI's line as an
      *  object (output.mjs jsonLine, file null; serialise it with output.mjs jsonText, which
      *  keeps it within LINE_CAP_BYTES as sent), any other format the engine's text. */
-    async grade({ lab, source, seed, format = 'json', signal, hidden }) {
-      return (await this.gradeMany({ lab, source, seed, formats: [format], signal, hidden }))[format];
+    async grade({ lab, source, seed, format = 'json', signal, hidden, audience }) {
+      return (await this.gradeMany({ lab, source, seed, formats: [format], signal, hidden, audience }))[format];
     },
     /**
      * Like grade, in several formats at once: resolves to { [format]: report } (json's
@@ -606,9 +611,10 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
      * `signal` (an AbortSignal) withdraws the submission: out of the queue, or its
      * sandbox killed at once; the promise then rejects with an AbortError.
      */
-    async gradeMany({ lab, source, seed, formats = ['json'], signal, hidden }) {
+    async gradeMany({ lab, source, seed, formats = ['json'], signal, hidden, audience = 'learner' }) {
       if (closed) throw new Error('the grading pool is closed');
       for (const f of formats) if (!FORMATS.includes(f)) throw new Error(`unknown format ${f}: use ${FORMATS.join(', ')}`);
+      if (!AUDIENCES.includes(audience)) throw new Error(`unknown audience ${audience}: use ${AUDIENCES.join(' or ')}`);
       await ready;
       lab ??= firstLab(grader);
       if (signal?.aborted) throw abortError();
@@ -616,10 +622,10 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       seed = seed === undefined || seed === null ? info.default_seed : seed;
       const limitS = timeoutS ?? info.time_limit_s * CLI_LIMIT_FACTOR;
       const pre = precheck(source);
-      if (pre) return this.errorReports({ lab, seed, message: pre, formats, hidden });
+      if (pre) return this.errorReports({ lab, seed, message: pre, formats, hidden, audience });
       if (slots.every((s) => s.down)) throw unavailable();
       return new Promise((resolve, reject) => {
-        const job = { id: nextId++, lab, source: String(source), seed, hidden, formats, limitS, resolve, reject };
+        const job = { id: nextId++, lab, source: String(source), seed, hidden, audience, formats, limitS, resolve, reject };
         if (signal) {
           const onAbort = () => {
             const i = queue.indexOf(job);
@@ -638,11 +644,11 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       });
     },
     /** The reports for a submission that cannot be graded at all (no sandbox needed). */
-    async errorReports({ lab, seed, message, formats = ['json'], hidden }) {
+    async errorReports({ lab, seed, message, formats = ['json'], hidden, audience = 'learner' }) {
       await ready;
       lab ??= firstLab(grader);
       seed = seed === undefined || seed === null ? labInfo(lab).default_seed : seed;
-      return reportsFor({ lab, seed, formats, hidden }, 'error_report', message, 0);
+      return reportsFor({ lab, seed, formats, hidden, audience }, 'error_report', message, 0);
     },
     queued: () => queue.length + slots.filter((s) => s.job).length,
     /** The uids this pool's sandboxes hold now (under root; [] otherwise). */

@@ -59,6 +59,10 @@ DRAIN_TIMEOUT_S = 600
 # row has failed, and waiting for a drain that will not come tells nothing more.
 CRASH_LIMIT = 20
 CHECK_TIMEOUT_S = 60       # loading the file and finding its six pieces
+# ./lab works in its checkout and names the folder it was run from in this variable
+# (www/grader/args.mjs CALLER_DIR_ENV): FILE is taken from there. Read once, when
+# the run starts, and taken out of the environment, so no process it starts reads it.
+CALLER_DIR_ENV = "DELIVERY_LAB_CALLER_DIR"
 POLL_S = 0.05
 # Characters kept of a text read back from a table learner code may write (its role
 # can UPDATE `actions`; PostgreSQL's text runs to 1 GB) when the report shows it.
@@ -708,18 +712,20 @@ def main(argv=None):
     whatever the exit: a report (0 pass, 1 fail, 3 inconclusive), or {verdict:
     "error"} (2) or {verdict: "stopped"} (130, Ctrl+C or SIGTERM)."""
     argv = sys.argv[1:] if argv is None else argv
+    caller = os.environ.pop(CALLER_DIR_ENV, "")
+    caller_dir = caller if os.path.isabs(caller) else os.getcwd()
     as_json = any(a in ("--format=json",) or (a == "--format" and b == "json") for a, b in zip(argv, argv[1:] + [""]))
     ended = lambda verdict, message: print(json.dumps(  # noqa: E731
         {"lab": "courier", "mode": "real", "passed": False, "verdict": verdict, verdict: message})) if as_json else None
     try:
-        return _main(argv, ended)
+        return _main(argv, ended, caller_dir)
     except Exit as e:
         print(str(e), file=sys.stderr)
         ended(e.verdict, str(e))
         return e.code
 
 
-def _main(argv, ended):
+def _main(argv, ended, caller_dir):
     p = Parser(
         prog="./lab real", description="The courier challenge on real parts: PostgreSQL, worker processes, "
         "SIGKILLs, a database crash. Your code runs as real processes on this machine, inside ./lab grade's "
@@ -760,9 +766,10 @@ def _main(argv, ended):
         raise Exit(2, "./lab real: --db-budget-mb must be between 16 and 65536")
     if not 1 <= a.fairness_load_s <= 60:
         raise Exit(2, "./lab real: --fairness-load-s must be between 1 and 60")
-    if not os.path.isfile(a.file):
+    solution = os.path.join(caller_dir, a.file)  # a.file itself when it is absolute
+    if not os.path.isfile(solution):
         raise Exit(2, f"./lab real: no file {a.file}")
-    solution = os.path.abspath(a.file)
+    solution = os.path.abspath(solution)
     with tempfile.TemporaryDirectory(prefix="delivery-lab-check-") as tmp:
         os.chmod(tmp, 0o755)
         folder = os.path.join(tmp, "learner")

@@ -141,6 +141,67 @@ test('the leading = of a file name is quoted out (a csv opened in a spreadsheet 
   assert.equal(parseCsv(inside.stdout)[1][0], '\'=1+1, "x".py');
 });
 
+/** The project venv's Python, with pandas (pyproject.toml's gradebook group). */
+const VENV_PYTHON = path.join(WWW, '../.venv/bin/python');
+
+/** `text` as each reader reads it: Python's csv module and pandas, each splitting at
+ *  ',' and at ';' (Excel in many locales); every cell a string, rows as read. */
+function readCsvEach(text) {
+  const script = `
+import csv, io, json, sys
+import pandas as pd
+text = sys.stdin.read()
+out = {}
+for sep in (",", ";"):
+    out["csv" + sep] = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=sep)]
+    frame = pd.read_csv(io.StringIO(text), sep=sep, header=None, names=list(range(64)), dtype=str, keep_default_na=False)
+    out["pandas" + sep] = [[c for c in row if c != ""] for row in frame.values.tolist()]
+json.dump(out, sys.stdout)
+`;
+  assert.ok(fs.existsSync(VENV_PYTHON), `no project venv at ${VENV_PYTHON}: ./lab makes it (need_venv), with pandas from pyproject.toml's gradebook group`);
+  const r = spawnSync(VENV_PYTHON, ['-c', script], { input: text, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+/** What a spreadsheet takes for a formula: a cell that starts with one of these. */
+const FORMULA = /^[=+\-@\t\r\uff1d\uff0b\uff0d\uff20]/;
+
+test('csv: no reader, at \',\' or at \';\', sees a formula in a learner\'s file name; the \',\' readers read every field back', LIMIT, async () => {
+  // Names a spreadsheet that splits at ';' would run as formulas if they were bare:
+  // the whole name, and what follows a ';' in it.
+  const names = ['=1+1;x.py', 'a;=1+1.py', '+1;@SUM(A1).py', '@cmd.py', '\uff1d1+1.py', 'b"c,;=d.py', '\t=1.py'];
+  const dir = path.join(TMP, 'formulas');
+  fs.mkdirSync(dir);
+  for (const n of names) fs.writeFileSync(path.join(dir, n), n === 'a;=1+1.py' ? lab.starter_py : lab.reference_py);
+  // Graded from their folder by bare names, as a staff member would: the names start the cells.
+  const r = spawnSync(process.execPath, [GRADE, '--format', 'csv', ...names], { cwd: dir, encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  const read = readCsvEach(r.stdout);
+  for (const [reader, rows] of Object.entries(read)) {
+    for (const row of rows) for (const cell of row) assert.doesNotMatch(cell, FORMULA, `${reader} reads a formula: ${JSON.stringify(cell)} in ${JSON.stringify(row)}`);
+  }
+  const shown = (n) => (FORMULA.test(n) ? `'${n}` : n);
+  for (const reader of ['csv,', 'pandas,']) {
+    const rows = read[reader];
+    assert.deepEqual(rows[0], [...CSV_COLUMNS], reader);
+    assert.deepEqual(rows.slice(1).map((row) => row[0]), names.map(shown), reader);
+    for (const row of rows.slice(1)) {
+      assert.equal(row[1], 'deliver-once', reader);
+      assert.equal(row[4], row[2] === row[3] ? 'pass' : 'fail', `${reader}: ${row}`);
+    }
+    const starter = rows[1 + names.indexOf('a;=1+1.py')];
+    assert.equal(starter[4], 'fail');
+    assert.ok(starter[5].split('; ').length > 1, `${reader}: the starter's failed tests: ${starter[5]}`);
+  }
+  // Read at ';', each row's first cell still starts with the whole name as the file
+  // wrote it (quoted, so its own ';' split nothing).
+  for (const reader of ['csv;', 'pandas;']) {
+    const firsts = read[reader].slice(1).map((row) => row[0]);
+    names.forEach((n, i) => assert.ok(firsts[i].startsWith(`${shown(n)},"deliver-once",`), `${reader}: ${firsts[i]}`));
+  }
+});
+
 /** The JUnit document as CPython's expat reads it (strict XML 1.0), summed up. */
 function parseJunit(xml) {
   const script = `

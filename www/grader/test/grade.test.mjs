@@ -17,6 +17,8 @@ import { sandboxCommand } from '../sandbox_command.mjs';
 import { jailCommand, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_OWNER } from '../jail.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
+import { hiddenSeedOf } from '../hidden.mjs';
+import { junitXml } from '../gradebook.mjs';
 
 noProcessLeftAfterTests();
 
@@ -159,6 +161,60 @@ test('exit codes: 0 when all pass, 1 when any fails, 2 for usage errors', LIMIT,
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /grade: .+\n.*usage/s);
   }
+});
+
+// Issue 39: ./lab works in its checkout, yet a path on its command line is the
+// caller's, as in any Unix tool; a file whose name starts with - goes after --.
+const LAB = path.join(WWW, '../lab');
+/** ./lab ARGS run in `cwd`; resolves to { code, stdout, stderr }. */
+function labIn(cwd, args) {
+  return new Promise((resolve) => {
+    const child = spawn(LAB, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+test('./lab grade and ./lab package from another folder: files, folders, --out and --secret-file are the caller\'s; -2.py after --', LIMIT, async () => {
+  const here = path.join(TMP, 'elsewhere');
+  write(here, 'alice.py', REFERENCE);
+  write(here, '-2.py', STARTER);
+  write(path.join(here, 'class'), 'bob.py', REFERENCE);
+  const secret = Buffer.from('a course secret of 32 bytes, ok!');
+  fs.writeFileSync(path.join(here, 'course.secret'), secret);
+  const repo = path.dirname(LAB);
+  for (const name of ['alice.py', '-2.py', 'class', 'course.secret', 'results', 'pkg']) assert.ok(!fs.existsSync(path.join(repo, name)), `the checkout has ${name}`);
+  let r = await labIn(here, ['grade', '--format', 'gradescope', '--out', 'results', '--secret-file', 'course.secret', 'alice.py', 'class', '--', '-2.py']);
+  assert.equal(r.code, 1, r.stderr);
+  // Each file by the name it was given, its results under the caller's results/, its
+  // hidden seed drawn from the caller's secret file.
+  const shown = r.stdout.trim().split('\n').slice(0, 3);
+  const want = [['alice.py', REFERENCE, 'pass', 'alice'], ['class/bob.py', REFERENCE, 'pass', 'bob'], ['-2.py', STARTER, 'fail', '-2']];
+  const re = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  want.forEach(([file, source, status, base], i) => {
+    const results = path.join(here, 'results', `${base}.json`);
+    const seed = hiddenSeedOf(secret, 'deliver-once', source);
+    assert.match(shown[i], new RegExp(`^${re(file)}: ${status} \\d+/23 -> ${re(results)} \\(hidden seed ${seed}\\)$`), r.stdout);
+    const res = JSON.parse(fs.readFileSync(results, 'utf8'));
+    assert.equal(res.score === res.max_score, status === 'pass', base);
+  });
+  for (const name of ['results', 'class', '-2.py']) assert.ok(!fs.existsSync(path.join(repo, name)), `./lab wrote ${name} into the checkout`);
+  // Without --, -2.py is an option no command has: exit 2, saying where a file so named goes.
+  r = await labIn(here, ['grade', '-2.py']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^\.\/lab grade: unknown option -2 \(a file whose name starts with - goes after --: \.\/lab grade \[options\] -- FILE\.\.\.\)$/m);
+  // A file the caller's folder does not have is not looked for in the checkout.
+  r = await labIn(here, ['grade', 'README.md']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^grade: README\.md: no such file or directory$/m);
+  // ./lab package --out: the caller's folder, and the steps it prints name it from there.
+  r = await labIn(here, ['package', 'exercism', '--lab', 'deliver-once', '--out', 'pkg']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(fs.existsSync(path.join(here, 'pkg', 'bin', 'run.sh')));
+  assert.match(r.stdout, /^ {2}pkg\/ \(bin\/run\.sh, Dockerfile, grader\/\)/m);
+  assert.ok(!fs.existsSync(path.join(repo, 'pkg')), './lab package wrote into the checkout');
 });
 
 // Staff read reports on a terminal: what a submission raises or prints, and its
@@ -726,6 +782,50 @@ test('hidden inputs are drawn per submission: the key-bit leak reads a new coin 
   r = await grade(['--format', 'text', '--secret-file', secret, a]);
   assert.ok(r.stdout.includes(`replay with: ./lab grade --lab deliver-once --seed 1042 --hidden-seed ${va.hidden_seed} ${a}\n`), r.stdout);
   for (const k of keys) assert.ok(!r.stdout.includes(k), `text shows the hidden key ${k}`);
+});
+
+// Issue 39: staff see why a hidden test failed (its message, the shrunk
+// counterexample), learners only that it did. One CLI run and two pool runs: the
+// platforms' formats are made from the staff's own run, so they are what is at stake.
+test('staff see why: ./lab grade\'s json and text carry a failed hidden test\'s message; every learner format, and the pool\'s default, none', LIMIT, async () => {
+  const source = REFERENCE.replace('max(policy.min_delay_s, rng.uniform(0, cap))', 'rng.uniform(0, cap)');
+  assert.notEqual(source, REFERENCE, 'the mutation applies');
+  const f = write(path.join(TMP, 'why'), 'nofloor.py', source);
+  // Every run grades the hidden cases as written (the pool's default), so the
+  // messages compared below are the same run's.
+  const r = await grade(['--format', 'json', '--hidden-seed', 'none', f]);
+  assert.equal(r.code, 1, r.stderr);
+  const line = JSON.parse(r.stdout);
+  assert.ok(line.tests.filter((t) => t.kind === 'example').every((t) => t.status === 'pass'), 'a hidden-only mistake');
+  const failed = line.tests.filter((t) => t.kind === 'hidden' && t.status !== 'pass');
+  assert.ok(failed.length > 0);
+  for (const t of failed) assert.ok(t.message?.length > 0, `${t.name}: no message in the staff's line`);
+  assert.ok(failed.some((t) => t.message.includes('Smallest failing input found')), failed.map((t) => t.message).join('\n---\n'));
+  // The first line of each hidden message: what no learner may read.
+  const secrets = failed.map((t) => t.message.split('\n')[0]);
+  const platforms = ['exercism', 'gradescope', 'gradescope-published', 'gradescope-hidden', 'prairielearn'];
+  const seen = { junit: junitXml([line]) };
+  const pool = createGradingPool({ jobs: 1 });
+  try {
+    await pool.ready;
+    const staff = await pool.gradeMany({ source, formats: ['json', 'text', ...platforms], audience: 'staff' });
+    assert.deepEqual(staff.json.tests, line.tests, 'the CLI\'s line is the staff\'s');
+    assert.ok(staff.text.includes('Smallest failing input found'), staff.text.slice(0, 3000));
+    for (const s of secrets) assert.ok(staff.text.includes(s), `the staff's text lacks ${s}`);
+    for (const p of platforms) seen[p] = staff[p];
+    // What serve --grading and the queue ask for: the learner's, by default.
+    const learner = await pool.gradeMany({ source, formats: ['json', 'text'] });
+    assert.deepEqual(learner.json.tests.map((t) => t.status), line.tests.map((t) => t.status));
+    seen['pool json'] = jsonText(learner.json);
+    seen['pool text'] = learner.text;
+    await assert.rejects(pool.gradeMany({ source, audience: 'teacher' }), /unknown audience teacher/);
+  } finally {
+    await pool.close();
+  }
+  for (const [format, text] of Object.entries(seen)) {
+    assert.ok(!text.includes('Smallest failing input'), `${format} shows a hidden test's counterexample`);
+    for (const s of secrets) assert.ok(!text.includes(s), `${format} shows a hidden test's message: ${s}`);
+  }
 });
 
 test('--hidden-statuses aggregate: every format shows how many hidden tests passed, none by name', LIMIT, async () => {

@@ -455,6 +455,11 @@ test('real pool: each submission\'s hidden inputs are drawn from the server\'s s
     for (const line of [a, b]) {
       assert.equal(line.hidden_seed, undefined);
       assert.doesNotMatch(JSON.stringify(line), /hidden.seed/);
+      // A learner's answer: a hidden test by name and status, never its message (the
+      // staff's ./lab grade carries it: grade.test 'staff see why').
+      assert.ok(line.tests.some((t) => t.kind === 'hidden' && t.status !== 'pass'), 'a hidden test failed');
+      for (const t of line.tests.filter((x) => x.kind === 'hidden')) assert.deepEqual(Object.keys(t).sort(), ['kind', 'name', 'status'], JSON.stringify(t));
+      assert.doesNotMatch(JSON.stringify(line), /one bit of the task key/);
     }
     // aggregate: only the count of hidden tests passed reaches the learner
     const { url: agg } = await start({ grading: { jobs: 1 }, secretFile, hiddenStatuses: 'aggregate' });

@@ -353,3 +353,24 @@ def test_code_that_does_not_end_at_import_is_refused(tmp_path, monkeypatch, caps
     assert "took longer than 3 s (code that runs at import and does not end?)" in capsys.readouterr().err
     procs = subprocess.run(["pgrep", "-f", "delivery-lab-check-"], capture_output=True, text=True)
     assert not procs.stdout.strip(), f"the check left processes: {procs.stdout}"
+
+
+# ./lab works in its checkout and names the folder it was run in (issue 39): FILE is
+# taken from there, a name it lacks is not looked for in the current folder, and the
+# variable is gone from the environment of everything the run starts.
+def test_file_is_taken_from_the_callers_folder(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, REAL)
+    import run
+    caller, cwd = tmp_path / "caller", tmp_path / "cwd"
+    caller.mkdir()
+    cwd.mkdir()
+    (caller / "broken.py").write_text("def claim(:\n")
+    (cwd / "only_here.py").write_text("x = 1\n")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv(run.CALLER_DIR_ENV, str(caller))
+    assert run.main(["broken.py"]) == 2
+    assert f"./lab real: {caller / 'broken.py'} cannot run:" in capsys.readouterr().err
+    assert run.CALLER_DIR_ENV not in os.environ
+    monkeypatch.setenv(run.CALLER_DIR_ENV, str(caller))
+    assert run.main(["only_here.py"]) == 2
+    assert "./lab real: no file only_here.py" in capsys.readouterr().err
