@@ -12,7 +12,10 @@ import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { loadNodeEngine } from '../node_host.mjs';
 import { REFERENCE, applyMutant, failing, loadCorrect, loadMutants, names } from './courier/mutants.mjs';
 
-// A run takes about 10 s of one core, and there are about 25: they go to two
+// A run takes about 5 s of one core, and there are about 110 (86 wrong solutions and
+// 8 correct styles among them: the catalogue is what says the grader fails what
+// learners get wrong and passes what they write right, so each is graded in full;
+// about 9.5 min of CPU in all, 25 min on a machine shared by six): they go to two
 // engines, each in a worker thread running this same file (a helper module under
 // test/ would itself be run as a test file). In a worker, this file is one engine:
 // each message is a job, `{ id, runs: [{ source, seed }] }`, run in order (a job
