@@ -26,7 +26,8 @@ import { servicePolicy } from '../hidden.mjs';
 import { command, number, parseOrExit, usageExit } from '../args.mjs';
 import { allowedOrigin, SERVE } from '../commands.mjs';
 import {
-  SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+  DB_TIMEOUTS, SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, startBoss, transient, tx, whileAway,
+  withPool, within,
 } from './common.mjs';
 
 export const FRONT_LIMITS = Object.freeze({
@@ -57,6 +58,8 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   maxBodyBytes = GRADE_LIMITS.maxBodyBytes, bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, pkgDir, log = (m) => console.error(`queue front: ${m}`),
   ...limits } = {}) {
   const lim = { ...FRONT_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
+  // Every request's use of the database is answered within this: else 503.
+  const { requestMs } = DB_TIMEOUTS.front;
   registry ??= new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
   const labInfo = new Map(JSON.parse(registry.labs()).map((l) => [l.id, JSON.parse(registry.lab(l.id))]));
   const labs = [...labInfo.keys()];
@@ -66,8 +69,8 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
 
   let dbProblem = null;
   const onDbError = (e) => { dbProblem = e.message; };
-  const pool = makePool(connectionString, { max: 8, onError: onDbError });
-  await whileAway(() => ensureSchema(pool), { log });
+  const pool = makePool(connectionString, { max: 8, onError: onDbError, ...DB_TIMEOUTS.front });
+  await whileAway(() => withPool(connectionString, DB_TIMEOUTS.setup, ensureSchema), { log });
   const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
   await whileAway(() => ensureQueue(boss, queue), { log });
 
@@ -160,7 +163,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       return reply(res, 400, { error: 'Idempotency-Key must be 1 to 128 printable ASCII characters' });
     }
     const id = crypto.randomUUID();
-    const out = await tx(pool, async (c) => {
+    const out = await within(tx(pool, async (c) => {
       // A repeat: the same Idempotency-Key (the same submission, or a conflict), or the
       // same source from the same address within repeatWindowS. Not stored again.
       if (idem !== undefined) {
@@ -185,7 +188,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $13 THEN now() END, CASE WHEN $13 THEN 'cache' END)`,
       [id, lab, seed, hiddenSeed, statuses, build, JSON.stringify(source), key, client, idem ?? null, queue, jobId, report !== null, report]);
       return { id, report };
-    });
+    }), requestMs);
     if (out.conflict) {
       counts.conflicts += 1;
       counts.refused += 1;
@@ -225,7 +228,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
     if (!UUID.test(id)) return reply(res, 404, { error: 'no such submission' });
     let rows;
     try {
-      ({ rows } = await pool.query(`SELECT report, lease_until > now() AS grading FROM ${SCHEMA}.submissions WHERE id = $1`, [id]));
+      ({ rows } = await within(pool.query(`SELECT report, lease_until > now() AS grading FROM ${SCHEMA}.submissions WHERE id = $1`, [id]), requestMs));
     } catch (e) {
       return transient(e) ? unavailable(res, e) : reply(res, 500, { error: 'the server failed to read this submission' });
     }
@@ -236,7 +239,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
 
   async function ready() {
     try {
-      await Promise.race([pool.query('SELECT 1'), sleep(2000).then(() => { throw new Error('no answer within 2 s'); })]);
+      await within(pool.query('SELECT 1'), requestMs);
       dbProblem = null;
       return null;
     } catch (e) {
@@ -255,6 +258,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
         count(*) AS submissions,
         count(*) FILTER (WHERE report IS NOT NULL) AS reported,
         COALESCE(sum(leases_lost), 0) AS leases_lost,
+        COALESCE(sum(late_results), 0) AS late_results,
         count(DISTINCT graded_by) FILTER (WHERE reported_at > now() - interval '300 seconds' AND NOT cached) AS workers_5m
       FROM ${SCHEMA}.submissions`);
     const { rows: [p] } = await pool.query(`SELECT
@@ -263,14 +267,14 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       FROM ${SCHEMA}.submissions WHERE reported_at > now() - interval '300 seconds' AND NOT cached`);
     return {
       depth: Number(f.depth), grading: Number(f.grading), gradedPerS: Number(f.graded_60s) / 60, cachedPerS: Number(f.cached_60s) / 60,
-      oldestS: Number(f.oldest_s), submissions: Number(f.submissions), reported: Number(f.reported), leasesLost: Number(f.leases_lost),
+      oldestS: Number(f.oldest_s), submissions: Number(f.submissions), reported: Number(f.reported), leasesLost: Number(f.leases_lost), lateResults: Number(f.late_results),
       workers: Number(f.workers_5m), p50S: p.p50 === null ? null : Number(p.p50), p95S: p.p95 === null ? null : Number(p.p95),
     };
   }
 
   async function metrics(res) {
     let f;
-    try { f = await figures(); } catch (e) { return unavailable(res, e); }
+    try { f = await within(figures(), requestMs); } catch (e) { return unavailable(res, e); }
     const g = (name, help, v, type = 'gauge') => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${v ?? 'NaN'}\n`;
     const text = g('grading_queue_depth', 'Submissions stored and not yet reported (waiting or grading).', f.depth)
       + g('grading_in_progress', 'Submissions a worker holds a lease on now.', f.grading)
@@ -283,6 +287,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       + g('grading_submissions_total', 'Submissions stored.', f.submissions, 'counter')
       + g('grading_reports_total', 'Submissions with a report.', f.reported, 'counter')
       + g('grading_leases_lost_total', 'Leases taken back from workers that stopped heartbeating.', f.leasesLost, 'counter')
+      + g('grading_late_results_dropped_total', 'Results a worker brought after its lease was gone (its fencing token old): dropped.', f.lateResults, 'counter')
       + Object.entries(counts).map(([k, v]) => g(`grading_front_${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`, `This front: ${k}.`, v, 'counter')).join('');
     if (res.headersSent || res.destroyed) return;
     res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Cache-Control': 'no-store', ...headers });
