@@ -21,12 +21,14 @@ import { WORKER } from '../commands.mjs';
 import { jsonText } from '../output.mjs';
 import { createGradingPool } from '../pool.mjs';
 import {
-  DB_TIMEOUTS, SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, releaseLease, renewLease, sleep,
+  DB_TIMEOUTS, SCHEMA, StartAborted, buildId, fairFetch, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, releaseLease, renewLease, sleep,
   startBoss, takeLease, transient, tx, whileAway, withPool, writeReport,
 } from './common.mjs';
 
 const W = WORKER.options;
-export const WORKER_DEFAULTS = Object.freeze({ jobs: W.jobs.default, leaseS: W.lease.default, graceS: W.grace.default, pollMs: W['poll-ms'].default, reapEveryMs: 5000 });
+export const WORKER_DEFAULTS = Object.freeze({
+  jobs: W.jobs.default, leaseS: W.lease.default, graceS: W.grace.default, pollMs: W['poll-ms'].default, reapEveryMs: 5000, claim: W.claim.default,
+});
 
 /**
  * Starts a worker; resolves once its pool is ready and it takes jobs.
@@ -38,7 +40,7 @@ export const WORKER_DEFAULTS = Object.freeze({ jobs: W.jobs.default, leaseS: W.l
  */
 export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.jobs, leaseS = WORKER_DEFAULTS.leaseS, graceS = WORKER_DEFAULTS.graceS,
   pollMs = WORKER_DEFAULTS.pollMs, reapEveryMs = WORKER_DEFAULTS.reapEveryMs, timeoutS, wallFactor, memoryMb, sandbox = true, pkgDir,
-  log = (m) => console.error(`queue worker: ${m}`), gradingPool, signal, beforeWrite } = {}) {
+  log = (m) => console.error(`queue worker: ${m}`), gradingPool, signal, beforeWrite, claim: claimOrder = WORKER_DEFAULTS.claim, clientCap = Infinity } = {}) {
   const id = `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
   const build = buildId(pkgDir);
   const queue = queueName(build);
@@ -79,7 +81,7 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
   /** Takes one job and leases its submission, in one transaction: null when none. */
   async function claim() {
     return tx(db, async (c) => {
-      const [job] = await fetchIn(boss, queue, c);
+      const [job] = claimOrder === 'fifo' ? await fetchIn(boss, queue, c) : await fairFetch(c, queue, { cap: clientCap });
       if (!job) return null;
       const sid = job.data?.submission;
       const leased = await takeLease(c, sid, id, leaseS);
@@ -236,7 +238,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const o = {
     connectionString: v.queue ?? process.env.GRADING_QUEUE_URL, jobs: v.jobs, leaseS: v.lease, graceS: v.grace, pollMs: v['poll-ms'],
     ...(v.timeout !== undefined ? { timeoutS: v.timeout } : {}), ...(v['wall-factor'] !== undefined ? { wallFactor: v['wall-factor'] } : {}),
-    ...(v.memory !== undefined ? { memoryMb: v.memory } : {}), sandbox: !v['no-sandbox'],
+    ...(v.memory !== undefined ? { memoryMb: v.memory } : {}), sandbox: !v['no-sandbox'], claim: v.claim,
+    ...(v['client-cap'] !== undefined ? { clientCap: v['client-cap'] } : {}),
   };
   const healthPort = v['health-port'] ?? null;
   if (!o.connectionString) { console.error(`worker: --queue (or GRADING_QUEUE_URL) is needed\n(${WORKER.prog} --help lists every option)`); process.exit(2); }
