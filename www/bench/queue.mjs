@@ -274,16 +274,21 @@ async function floodPass(cluster, claim) {
   }
 }
 
-const floodLine = (name, f) => `${name}: the other client's one submission waited ${f.waited.toFixed(1)} s, ${(f.waited / f.jobS).toFixed(1)} jobs' time `
+const floodLine = (name, f) => `${name}: the other client's one submission waited ${f.waited.toFixed(1)} s, stored to reported, ${(f.waited / f.jobS).toFixed(1)} jobs' time with its own `
   + `(median job ${f.jobS.toFixed(2)} s), behind ${FLOOD} of one client's; ${f.before} graded before it was reported; ${f.machine}`;
+
+/** The flood's two lines: the fair claim, and FIFO beside it. */
+async function floodLines(cluster) {
+  console.log(floodLine('flood, fair claim (the default)', await floodPass(cluster, 'fair')));
+  console.log(floodLine('flood, FIFO (--claim fifo)     ', await floodPass(cluster, 'fifo')));
+}
 
 if (FLOOD_ONLY) {
   const cluster = new Cluster();
   try {
     cluster.start();
     console.log(`grading queue flood bench: ${FLOOD} submissions of one client, then one of another; one worker --jobs 1`);
-    console.log(floodLine('flood, fair claim (the default)', await floodPass(cluster, 'fair')));
-    console.log(floodLine('flood, FIFO (--claim fifo)     ', await floodPass(cluster, 'fifo')));
+    await floodLines(cluster);
   } finally {
     for (const ch of children) ch.kill('SIGKILL');
     cluster.close();
@@ -327,8 +332,7 @@ try {
     + `its CPU per submission outside the sandboxes ${(q1.cpu.ms / a1.cpuMs).toFixed(2)} and ${(q2.cpu.ms / a2.cpuMs).toFixed(2)} times the pool's; `
     + `two workers do ${(q2.perS / q1.perS).toFixed(2)} times one's rate (the pool: --jobs 2 ${(a2.perS / a1.perS).toFixed(2)} times --jobs 1); `
     + `${((performance.now() - tAll) / 1000).toFixed(0)} s in all`);
-  console.log(floodLine('flood, fair claim (the default)', await floodPass(cluster, 'fair')));
-  console.log(floodLine('flood, FIFO (--claim fifo)     ', await floodPass(cluster, 'fifo')));
+  await floodLines(cluster);
 } finally {
   for (const ch of children) ch.kill('SIGKILL');
   cluster.close();

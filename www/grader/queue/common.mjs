@@ -386,6 +386,10 @@ export async function writeReport(c, { sid, epoch, report, by, ms }) {
   const r = await c.query(`UPDATE ${SCHEMA}.submissions SET report = $3, reported_at = now(), graded_by = $4, grade_ms = $5,
       lease_until = NULL, lease_worker = NULL WHERE id = $1 AND ${HELD}`, [sid, String(epoch), report, by, ms]);
   if (r.rowCount === 1) return true;
+  // This very write, again: its COMMIT went through and its answer was lost (a server
+  // crash), so the writer tries once more. Not a late result.
+  const { rows: [again] } = await c.query(`SELECT graded_by = $2 AND lease_epoch = $3 AS mine FROM ${SCHEMA}.submissions WHERE id = $1`, [sid, by, String(epoch)]);
+  if (again?.mine) return true;
   await c.query(`UPDATE ${SCHEMA}.submissions SET late_results = late_results + 1 WHERE id = $1`, [sid]);
   return false;
 }

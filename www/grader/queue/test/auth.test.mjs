@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { SCHEMA, ensureSchema, makePool } from '../common.mjs';
 import { NoTokens, createQueueFront, isLoopback } from '../front.mjs';
 import { courseOf, makeToken, revokeToken } from '../tokens.mjs';
-import { Cluster, serverBinDir } from './pg_cluster.mjs';
+import { clusterWith, serverBinDir } from './pg_cluster.mjs';
 
 const WWW = fileURLToPath(new URL('../../../', import.meta.url));
 const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : false;
@@ -23,10 +23,7 @@ let db;
 
 before(async () => {
   if (skip) return;
-  cluster = new Cluster();
-  cluster.start();
-  await cluster.createDatabase('grading');
-  url = cluster.url('grading');
+  ({ cluster, url } = await clusterWith());
   db = makePool(url);
   await ensureSchema(db);
 });

@@ -26,7 +26,8 @@ import { jailProblem } from '../../jail.mjs';
 import { BOSS_SCHEMA, POISON, SCHEMA } from '../common.mjs';
 import { createQueueFront } from '../front.mjs';
 import { startWorker } from '../worker.mjs';
-import { Cluster, serverBinDir } from './pg_cluster.mjs';
+import { clusterWith, serverBinDir } from './pg_cluster.mjs';
+import { until } from './until.mjs';
 
 const WWW = fileURLToPath(new URL('../../../', import.meta.url));
 const LEASE_S = 2;
@@ -44,10 +45,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'queue-leases-'));
 
 before(async () => {
   if (skip) return;
-  cluster = new Cluster();
-  cluster.start();
-  await cluster.createDatabase('grading');
-  url = cluster.url('grading');
+  ({ cluster, url } = await clusterWith());
   lab = JSON.parse(new (await loadGrader()).Grader().lab('deliver-once'));
   // The hidden cases as written (no secret): ./lab grade --hidden-seed none grades the same.
   front = await createQueueFront({ connectionString: url, hiddenOf: () => ({ seed: null, statuses: 'each' }), reapEveryMs: 300, log: () => {} });
@@ -85,17 +83,6 @@ function workerProcess(env = {}, args = []) {
   child.ended = new Promise((resolve) => child.once('exit', resolve));
   children.add(child);
   return child;
-}
-
-/** Resolves with fn()'s first truthy answer, asked every 100 ms; fails after `ms` with `what`. */
-async function until(fn, what, ms = 120_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`not within ${ms / 1000} s: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const stateOf = (pid) => { try { return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0]; } catch { return null; } };

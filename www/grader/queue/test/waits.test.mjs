@@ -15,10 +15,12 @@ import { jailProblem } from '../../jail.mjs';
 import { DB_TIMEOUTS, SCHEMA } from '../common.mjs';
 import { createQueueFront } from '../front.mjs';
 import { startWorker } from '../worker.mjs';
-import { Cluster, serverBinDir } from './pg_cluster.mjs';
+import { clusterWith, serverBinDir } from './pg_cluster.mjs';
+import { until } from './until.mjs';
 
 const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : jailProblem() ? `the sandbox does not work here: ${jailProblem()}` : false;
 const BOUND_MS = 2000; // the issue's bound on a 503
+const waitFor = (fn, what, ms) => until(fn, what, ms, 200);
 
 let cluster;
 let url;
@@ -28,10 +30,7 @@ let base;
 
 before(async () => {
   if (skip) return;
-  cluster = new Cluster();
-  cluster.start();
-  await cluster.createDatabase('grading');
-  url = cluster.url('grading');
+  ({ cluster, url } = await clusterWith());
   front = await createQueueFront({ connectionString: url, hiddenOf: () => ({ seed: null, statuses: 'each' }), log: () => {} });
   server = http.createServer((req, res) => { if (!front.handle(req, res)) { res.writeHead(404); res.end(); } });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -139,14 +138,3 @@ test('a frozen database (SIGSTOPped), then an unreachable one: 503 with Retry-Af
       await worker.stop({ graceS: 0 });
     }
   });
-
-/** Resolves with fn()'s first truthy answer, asked every 200 ms; fails after `ms`. */
-async function waitFor(fn, what, ms = 120_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`not within ${ms / 1000} s: ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
