@@ -18,10 +18,20 @@
 // how busy the machine's cores were during its pass: other work on the machine moves
 // these figures, the anchor beside them shows by how much.
 //
-// Run: node www/bench/queue.mjs [--n 40]   (./lab bench runs it after www/bench/cli.mjs)
+// The flood (issue 37): one client POSTs F files (--flood, default 200) at once, then a
+// second client one file; one worker (--jobs 1) grades. The figure is how long the
+// second client's file waited, stored to reported, in seconds and in jobs' time (the
+// median grading time of the pass's reports), with the worker's fair claim (the
+// default: the client served least recently first) and, beside it, FIFO (--claim
+// fifo, the oldest first). The clients are two loopback addresses (127.0.0.1 and
+// 127.0.0.2): without tokens the front's client is the address. A pass ends once the
+// second client's file is reported (the fair pass does not wait for the flood).
+//
+// Run: node www/bench/queue.mjs [--n 40] [--flood 200] [--flood-only]   (./lab bench runs it after www/bench/cli.mjs)
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +48,9 @@ import { loadGrader } from '../host/node_host.mjs';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const nAt = process.argv.indexOf('--n');
 const N = nAt > 0 ? Number(process.argv[nAt + 1]) : 40;
+const floodAt = process.argv.indexOf('--flood');
+const FLOOD = floodAt > 0 ? Number(process.argv[floodAt + 1]) : 200;
+const FLOOD_ONLY = process.argv.includes('--flood-only');
 const LAB = 'deliver-once';
 
 const skip = !serverBinDir() ? "PostgreSQL's server binaries are not installed (./lab bench installs them)"
@@ -134,8 +147,8 @@ async function anchor(jobs) {
   return { wall, perS: N / wall, lines, machine, cpuMs };
 }
 
-function startWorker(url) {
-  const child = spawn(process.execPath, [path.join(HERE, '..', 'grader', 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+function startWorker(url, args = []) {
+  const child = spawn(process.execPath, [path.join(HERE, '..', 'grader', 'queue', 'worker.mjs'), '--queue', url, '--jobs', '1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.log = '';
   child.stdout.on('data', (d) => { child.log += d; });
   child.stderr.on('data', (d) => { child.log += d; });
@@ -205,6 +218,85 @@ async function queuePass(cluster, workers) {
   }
 }
 
+/** POST /grade from the loopback address `from` (a client of its own to the front). */
+function postFrom(base, from, source) {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ lab: LAB, source });
+    const req = http.request(new URL('grade', base), { method: 'POST', localAddress: from, agent: false,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => (res.statusCode === 202 ? resolve(JSON.parse(text).id) : reject(new Error(`POST /grade answered ${res.statusCode} ${text}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The flood: FLOOD files of one client, then one of another; one worker claiming `claim`. */
+async function floodPass(cluster, claim) {
+  const db = `bench_flood_${claim}`;
+  await cluster.createDatabase(db);
+  const url = cluster.url(db);
+  const { server, front, url: base } = await startFront({ connectionString: url, port: 0, secretFile, log: (m) => console.error(`queue bench front: ${m}`) });
+  const w = startWorker(url, ['--claim', claim, '--grace', '0']);
+  children.add(w);
+  const c = new pg.Client({ connectionString: url });
+  try {
+    await w.ready;
+    await c.connect();
+    const done = watchMachine();
+    for (let i = 0; i < FLOOD; i++) {
+      const s = sources[i % sources.length];
+      await postFrom(base, '127.0.0.1', `${s}# flood ${i}\n`);
+    }
+    const single = await postFrom(base, '127.0.0.2', `${sources[0]}# the other client's\n`);
+    const deadline = Date.now() + 1_800_000;
+    let row;
+    for (;;) {
+      ({ rows: [row] } = await c.query(`SELECT extract(epoch FROM reported_at - created_at) AS waited FROM grading.submissions WHERE id = $1 AND report IS NOT NULL`, [single]));
+      if (row) break;
+      if (Date.now() > deadline) throw new Error('the single submission was not reported in 30 min');
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    const { rows: [j] } = await c.query(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY grade_ms) / 1000 AS job_s, count(*)::int AS n
+      FROM grading.submissions WHERE report IS NOT NULL AND graded_by <> 'cache'`);
+    return { waited: Number(row.waited), jobS: Number(j.job_s), before: j.n - 1, machine: done() };
+  } finally {
+    await c.end().catch(() => {});
+    w.kill('SIGTERM');
+    await Promise.race([exited(w), new Promise((res) => setTimeout(res, 40_000))]);
+    if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
+    children.delete(w);
+    server.close();
+    server.closeAllConnections();
+    await front.close();
+  }
+}
+
+const floodLine = (name, f) => `${name}: the other client's one submission waited ${f.waited.toFixed(1)} s, stored to reported, ${(f.waited / f.jobS).toFixed(1)} jobs' time with its own `
+  + `(median job ${f.jobS.toFixed(2)} s), behind ${FLOOD} of one client's; ${f.before} graded before it was reported; ${f.machine}`;
+
+/** The flood's two lines: the fair claim, and FIFO beside it. */
+async function floodLines(cluster) {
+  console.log(floodLine('flood, fair claim (the default)', await floodPass(cluster, 'fair')));
+  console.log(floodLine('flood, FIFO (--claim fifo)     ', await floodPass(cluster, 'fifo')));
+}
+
+if (FLOOD_ONLY) {
+  const cluster = new Cluster();
+  try {
+    cluster.start();
+    console.log(`grading queue flood bench: ${FLOOD} submissions of one client, then one of another; one worker --jobs 1`);
+    await floodLines(cluster);
+  } finally {
+    for (const ch of children) ch.kill('SIGKILL');
+    cluster.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
+
 console.log(`grading queue bench: ${N} mixed submissions (the grading CLI bench's mix, each distinct), lab 1, ${os.cpus().length} cores; `
   + 'PostgreSQL 15 throwaway cluster (fsync on), the front in this process, workers `node www/grader/queue/worker.mjs --queue URL --jobs 1`');
 const cluster = new Cluster();
@@ -240,6 +332,7 @@ try {
     + `its CPU per submission outside the sandboxes ${(q1.cpu.ms / a1.cpuMs).toFixed(2)} and ${(q2.cpu.ms / a2.cpuMs).toFixed(2)} times the pool's; `
     + `two workers do ${(q2.perS / q1.perS).toFixed(2)} times one's rate (the pool: --jobs 2 ${(a2.perS / a1.perS).toFixed(2)} times --jobs 1); `
     + `${((performance.now() - tAll) / 1000).toFixed(0)} s in all`);
+  await floodLines(cluster);
 } finally {
   for (const ch of children) ch.kill('SIGKILL');
   cluster.close();

@@ -121,7 +121,7 @@ export const SERVE = command({
     root: { type: 'string', value: 'DIR', path: true, help: 'serve another folder', defaultText: 'www/dist/, or www/dist-no-hidden/ with --no-hidden' },
     grading: { type: 'boolean', default: false, needs: 'bwrap', help: 'also answer POST /grade with ./lab grade\'s sandboxed pool (www/page/EMBED.md)' },
     jobs: { type: 'string', value: 'N', parse: number({ int: true, min: 1, max: 64 }), default: 1, help: 'with --grading: submissions graded at once' },
-    'per-client': { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), help: 'with --grading: places one client address may hold', defaultText: 'max(1, ceil(3 x jobs / 4))' },
+    'per-client': { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), help: 'with --grading: places one client address may hold (with --queue: its submissions waiting or grading; 429 past it)', defaultText: 'max(1, ceil(3 x jobs / 4)); with --queue none' },
     'secret-file': { type: 'string', value: 'FILE', path: true, help: 'with --grading: the secret hidden inputs are drawn from', defaultText: 'one of the process\'s own' },
     'hidden-statuses': HIDDEN_STATUSES,
     queue: {
@@ -130,6 +130,10 @@ export const SERVE = command({
       defaultText: 'the in-process pool',
     },
     host: { type: 'string', value: 'NAME', multiple: true, default: [], parse: hostName, help: 'a Host it answers to besides 127.0.0.1, localhost and [::1] (421 otherwise)' },
+    open: {
+      type: 'boolean', default: false,
+      help: 'with --queue and --host: serve POST /grade and GET /grade/ID without API tokens, on purpose (else it refuses to start without a live token: ./lab token)',
+    },
     'allow-origin': {
       type: 'string', value: 'ORIGIN', multiple: true, default: [], build: true, parse: allowedOrigin,
       help: 'a course page\'s origin that may embed the lab (written into the build) and POST /grade',
@@ -217,6 +221,35 @@ export const WORKER = command({
     'no-sandbox': { type: 'boolean', default: false, help: 'no bubblewrap, as ./lab grade --no-sandbox (www/grader/README.md)' },
     'health-port': { type: 'string', value: 'N', parse: number({ int: true, min: 0, max: 65535 }), help: 'answer GET /healthz and /metrics on this port' },
     'poll-ms': { type: 'string', value: 'MS', parse: number({ int: true, min: 10 }), default: 500, help: 'how often an idle worker asks the queue', hidden: true },
+    claim: {
+      type: 'string', value: 'fair|fifo', choices: ['fair', 'fifo'], default: 'fair',
+      help: 'fair: the next job is of the client (course or address) served least recently; fifo: the oldest job (for comparison)',
+    },
+    'client-cap': { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), help: 'at most N submissions of one client graded at once across all workers', defaultText: 'no cap' },
+  },
+});
+
+export const TOKEN_ACTIONS = Object.freeze(['make', 'list', 'revoke']);
+export const TOKEN = command({
+  name: 'token',
+  brief: 'make, list or revoke a course\'s API token for the grading queue\'s front',
+  prog: './lab token',
+  synopsis: `${TOKEN_ACTIONS.join('|')} --queue URL [--course NAME] [ID]`,
+  summary: 'A course\'s clients send its token (Authorization: Bearer TOKEN) to the queue\'s front: POST /grade, GET /grade/ID. '
+    + 'The token is printed once by make; the queue keeps only its SHA-256. A course may have several at once (rotation: make '
+    + 'a new one, move the clients, revoke the old). A front reached by other names than the loopback ones refuses to start '
+    + 'without a live token unless told --open (docs/deploy.md, "Who may do what").',
+  positionals: { min: 1, max: 2, missing: `name an action: ${TOKEN_ACTIONS.join(', ')}` },
+  check(values, [action, id]) {
+    if (!TOKEN_ACTIONS.includes(action)) throw new UsageError(`name an action: ${TOKEN_ACTIONS.join(', ')}, not ${action}`);
+    if (action === 'make' && !values.course) throw new UsageError('make needs --course NAME');
+    if (action === 'make' && !/^[\x21-\x7e]{1,64}$/.test(values.course)) throw new UsageError('--course: 1 to 64 printable ASCII characters, no spaces');
+    if (action === 'revoke' && !/^[0-9a-f]{12}$/.test(id ?? '')) throw new UsageError('revoke needs the token\'s ID (12 hex digits: ./lab token list)');
+    if (action !== 'revoke' && id !== undefined) throw new UsageError(`${action} takes no ID`);
+  },
+  options: {
+    queue: { type: 'string', value: 'URL', parse: queueUrl, help: 'the queue\'s PostgreSQL', defaultText: 'the environment\'s GRADING_QUEUE_URL' },
+    course: { type: 'string', value: 'NAME', help: 'make: the course the token is for (its client: its submissions and keys are its own)' },
   },
 });
 
@@ -237,7 +270,9 @@ export const REAL = {
   delegated: 'www/real/run.py',
 };
 
-export const COMMANDS = Object.freeze({ serve: SERVE, test: TEST, build: BUILD, bench: BENCH, mutants: MUTANTS, grade: GRADE, package: PACKAGE, worker: WORKER, real: REAL });
+export const COMMANDS = Object.freeze({
+  serve: SERVE, test: TEST, build: BUILD, bench: BENCH, mutants: MUTANTS, grade: GRADE, package: PACKAGE, worker: WORKER, token: TOKEN, real: REAL,
+});
 
 /** ./lab --help: every command, its synopsis and what it does. */
 export function overview() {

@@ -102,6 +102,10 @@ export function parseArgs(argv) {
     if (!opts.grading) throw new UsageError('--queue goes with --grading');
     opts.queue = v.queue;
   }
+  if (v.open) {
+    if (!opts.queue) throw new UsageError('--open goes with --grading --queue');
+    opts.open = true;
+  }
   return opts;
 }
 
@@ -467,7 +471,7 @@ const REQUESTS = Symbol('requests on this connection');
  * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
 export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
-  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, ...limits } = {}) {
+  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, open = false, ...limits } = {}) {
   const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
   if (!fs.existsSync(path.join(root, 'index.html'))) {
@@ -503,6 +507,9 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
     front = await createQueueFront({
       connectionString: queue, registry, hiddenOf, allowOrigins, headers: security('api'),
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}), ...(g.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: g.bodyTimeoutMs } : {}),
+      ...(g.perClient !== undefined ? { perClient: g.perClient } : {}),
+      // Reached by other names (--host, behind a proxy): API tokens, unless --open.
+      loopbackOnly: hosts.length === 0, open,
     });
   } else if (grading) {
     const g = grading === true ? {} : grading;
@@ -521,6 +528,8 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),
       ...(g.maxWaiting !== undefined ? { maxWaiting: g.maxWaiting } : {}),
       ...(g.perClient !== undefined ? { perClient: g.perClient } : {}),
+      // Reached by other names (--host, behind a proxy): API tokens, unless --open.
+      loopbackOnly: hosts.length === 0, open,
       ...(g.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: g.bodyTimeoutMs } : {}),
       headers: security('api'),
     });

@@ -20,14 +20,26 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createGradeHandler, GRADE_LIMITS } from '../serve.mjs';
+import { createGradeHandler, GRADE_LIMITS, LOOPBACK_NAMES } from '../serve.mjs';
+import { anyToken, courseOf } from './tokens.mjs';
 import { loadGrader } from '../../host/node_host.mjs';
 import { servicePolicy } from '../hidden.mjs';
 import { command, number, parseOrExit, usageExit } from '../args.mjs';
 import { allowedOrigin, SERVE } from '../commands.mjs';
 import {
-  SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+  DB_TIMEOUTS, SCHEMA, buildId, cacheKey, ensureQueue, ensureSchema, expireSecondsFor, inTx, makePool, queueName, reap, startBoss, transient, tx, whileAway,
+  withPool, within,
 } from './common.mjs';
+
+/** A front reached by other than loopback names, with no live API token and not told --open. */
+export class NoTokens extends Error {
+  constructor() {
+    super('this front is reached by other than loopback addresses and no API token is live: make one for each course '
+      + '(./lab token make --queue URL --course NAME), or pass --open to serve without tokens on purpose');
+    this.name = 'NoTokens';
+    this.code = 'ENOTOKENS';
+  }
+}
 
 export const FRONT_LIMITS = Object.freeze({
   maxWaitS: 60, // the longest a POST may ask to wait for its report
@@ -35,6 +47,7 @@ export const FRONT_LIMITS = Object.freeze({
   repeatWindowS: 60, // the same source from the same address within it: the first's id
   pollMs: 250, // how often waiting requests look for their reports
   reapEveryMs: 2000,
+  retryAfterS: 5, // a client past --per-client: 429, try again in this
 });
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
@@ -50,13 +63,22 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
  *        process's own) and hiddenStatuses
  * @param {string[]} [o.allowOrigins]  as serve.mjs
  * @param {object} [o.headers]  extra headers of every answer (serve.mjs's security('api'))
+ * @param {boolean} [o.open]  no API tokens, on purpose: the client is the address
+ * @param {boolean} [o.loopbackOnly]  reached only on loopback names (the default): without a live
+ *        token it is open; else (another address or Host name) it refuses to start without one
+ *        unless `open`, and every request needs one (tokens.mjs)
+ * @param {number} [o.perClient]  at most this many of one client's submissions waiting or
+ *        grading (429 with Retry-After past it); none when not given (the queue takes the backlog)
  * Resolves to { handle(req, res) → boolean (false: not a path of the front's),
  *   stats(), metrics(), close() }.
  */
 export async function createQueueFront({ connectionString, registry, hiddenOf, secretFile, hiddenStatuses = 'each', allowOrigins = [], headers = {},
-  maxBodyBytes = GRADE_LIMITS.maxBodyBytes, bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, pkgDir, log = (m) => console.error(`queue front: ${m}`),
+  maxBodyBytes = GRADE_LIMITS.maxBodyBytes, bodyTimeoutMs = GRADE_LIMITS.bodyTimeoutMs, pkgDir, log = (m) => console.error(`queue front: ${m}`), perClient,
+  open = false, loopbackOnly = true,
   ...limits } = {}) {
   const lim = { ...FRONT_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
+  // Every request's use of the database is answered within this: else 503.
+  const { requestMs } = DB_TIMEOUTS.front;
   registry ??= new (await loadGrader(pkgDir ? { dir: pkgDir } : {})).Grader();
   const labInfo = new Map(JSON.parse(registry.labs()).map((l) => [l.id, JSON.parse(registry.lab(l.id))]));
   const labs = [...labInfo.keys()];
@@ -66,12 +88,17 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
 
   let dbProblem = null;
   const onDbError = (e) => { dbProblem = e.message; };
-  const pool = makePool(connectionString, { max: 8, onError: onDbError });
-  await whileAway(() => ensureSchema(pool), { log });
+  const pool = makePool(connectionString, { max: 8, onError: onDbError, ...DB_TIMEOUTS.front });
+  await whileAway(() => withPool(connectionString, DB_TIMEOUTS.setup, ensureSchema), { log });
   const boss = await whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log });
   await whileAway(() => ensureQueue(boss, queue), { log });
+  if (!open && !loopbackOnly && !await whileAway(() => anyToken(pool), { log })) {
+    await boss.stop({ graceful: false, wait: true, timeout: 2000 }).catch(() => {});
+    await pool.end().catch(() => {});
+    throw new NoTokens();
+  }
 
-  const counts = { accepted: 0, cached: 0, repeated: 0, refused: 0, conflicts: 0, waited: 0, waitTimeouts: 0, unavailable: 0, failed: 0 };
+  const counts = { accepted: 0, cached: 0, repeated: 0, refused: 0, conflicts: 0, busy: 0, unauthorized: 0, waited: 0, waitTimeouts: 0, unavailable: 0, failed: 0 };
   const waiters = new Map(); // id -> Set of resolve(report|null)
   let closed = false;
 
@@ -160,18 +187,25 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       return reply(res, 400, { error: 'Idempotency-Key must be 1 to 128 printable ASCII characters' });
     }
     const id = crypto.randomUUID();
-    const out = await tx(pool, async (c) => {
-      // A repeat: the same Idempotency-Key (the same submission, or a conflict), or the
-      // same source from the same address within repeatWindowS. Not stored again.
+    const out = await within(tx(pool, async (c) => {
+      // A repeat: the same Idempotency-Key of the same client (the same submission, or a
+      // conflict), or the same source from the same client within repeatWindowS. Not
+      // stored again. Another client's key is not this one's: a new submission.
       if (idem !== undefined) {
-        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [idem]);
-        const { rows } = await c.query(`SELECT id, cache_key, report FROM ${SCHEMA}.submissions WHERE idempotency_key = $1`, [idem]);
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`${client} ${idem}`]);
+        const { rows } = await c.query(`SELECT id, cache_key, report FROM ${SCHEMA}.submissions WHERE client = $1 AND idempotency_key = $2`, [client, idem]);
         if (rows.length) return rows[0].cache_key === key ? { repeat: rows[0] } : { conflict: rows[0].id };
       } else {
         await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`${client} ${key}`]);
         const { rows } = await c.query(`SELECT id, report FROM ${SCHEMA}.submissions WHERE client = $1 AND cache_key = $2
           AND created_at > now() - make_interval(secs => $3) ORDER BY created_at LIMIT 1`, [client, key, lim.repeatWindowS]);
         if (rows.length) return { repeat: rows[0] };
+      }
+      // --per-client: at most that many of one client's submissions waiting or grading.
+      if (perClient !== undefined) {
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`client ${client}`]);
+        const { rows: [{ n }] } = await c.query(`SELECT count(*)::int AS n FROM ${SCHEMA}.submissions WHERE client = $1 AND report IS NULL`, [client]);
+        if (n >= perClient) return { busy: n };
       }
       const hit = await c.query(`SELECT report FROM ${SCHEMA}.submissions WHERE cache_key = $1 AND report IS NOT NULL LIMIT 1`, [key]);
       const report = hit.rows[0]?.report ?? null;
@@ -185,7 +219,12 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $13 THEN now() END, CASE WHEN $13 THEN 'cache' END)`,
       [id, lab, seed, hiddenSeed, statuses, build, JSON.stringify(source), key, client, idem ?? null, queue, jobId, report !== null, report]);
       return { id, report };
-    });
+    }), requestMs);
+    if (out.busy !== undefined) {
+      counts.busy += 1;
+      return reply(res, 429, { error: `too many submissions from this client waiting or grading (at most ${perClient}); try again in ${lim.retryAfterS} s`,
+        retry_after_s: lim.retryAfterS }, { 'Retry-After': String(lim.retryAfterS) });
+    }
     if (out.conflict) {
       counts.conflicts += 1;
       counts.refused += 1;
@@ -199,8 +238,36 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
     return answer(res, out.id, out.report, wait, signal);
   }
 
-  function post(req, res) {
-    const client = req.socket.remoteAddress ?? '?';
+  /** The client of a request of /grade's (tokens.mjs): a live token's course
+   *  (`course:NAME`), or on an open front the address; null when it may not (a 401
+   *  has to be answered). Throws when the database does not answer. */
+  async function who(req) {
+    const address = req.socket.remoteAddress ?? '?';
+    if (open) return address;
+    const auth = req.headers.authorization;
+    const bearer = /^Bearer ([\x21-\x7e]{1,200})$/.exec(auth ?? '');
+    if (bearer) {
+      const course = await within(courseOf(pool, bearer[1]), requestMs);
+      return course === null ? null : `course:${course}`;
+    }
+    // Reached only on loopback names and no token made: open, as on a developer's machine.
+    if (auth === undefined && loopbackOnly && !await within(anyToken(pool), requestMs)) return address;
+    return null;
+  }
+  const unauthorized = (res) => {
+    counts.unauthorized += 1;
+    reply(res, 401, { error: 'this needs a live API token of a course: Authorization: Bearer TOKEN (./lab token make)' }, { 'WWW-Authenticate': 'Bearer' });
+  };
+
+  async function post(req, res) {
+    let client;
+    try {
+      client = await who(req);
+    } catch (e) {
+      req.resume();
+      return transient(e) ? unavailable(res, e) : reply(res, 500, { error: 'the server failed to check this request' });
+    }
+    if (client === null) { req.resume(); return unauthorized(res); }
     // serve.mjs's handler reads and checks the request, answers every refusal, and
     // calls grade() with a checked submission. We answer it here; its own answer
     // after grade() resolves then finds the response sent and does nothing.
@@ -222,10 +289,15 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   }
 
   async function get(req, res, id) {
-    if (!UUID.test(id)) return reply(res, 404, { error: 'no such submission' });
+    let client;
     let rows;
     try {
-      ({ rows } = await pool.query(`SELECT report, lease_until > now() AS grading FROM ${SCHEMA}.submissions WHERE id = $1`, [id]));
+      client = await who(req);
+      if (client === null) return unauthorized(res);
+      if (!UUID.test(id)) return reply(res, 404, { error: 'no such submission' });
+      // Only the client's own: another client's id is as unknown as one never made.
+      ({ rows } = await within(pool.query(`SELECT report, lease_until > now() AS grading FROM ${SCHEMA}.submissions WHERE id = $1 AND client = $2`,
+        [id, client]), requestMs));
     } catch (e) {
       return transient(e) ? unavailable(res, e) : reply(res, 500, { error: 'the server failed to read this submission' });
     }
@@ -236,7 +308,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
 
   async function ready() {
     try {
-      await Promise.race([pool.query('SELECT 1'), sleep(2000).then(() => { throw new Error('no answer within 2 s'); })]);
+      await within(pool.query('SELECT 1'), requestMs);
       dbProblem = null;
       return null;
     } catch (e) {
@@ -255,6 +327,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
         count(*) AS submissions,
         count(*) FILTER (WHERE report IS NOT NULL) AS reported,
         COALESCE(sum(leases_lost), 0) AS leases_lost,
+        COALESCE(sum(late_results), 0) AS late_results,
         count(DISTINCT graded_by) FILTER (WHERE reported_at > now() - interval '300 seconds' AND NOT cached) AS workers_5m
       FROM ${SCHEMA}.submissions`);
     const { rows: [p] } = await pool.query(`SELECT
@@ -263,14 +336,14 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       FROM ${SCHEMA}.submissions WHERE reported_at > now() - interval '300 seconds' AND NOT cached`);
     return {
       depth: Number(f.depth), grading: Number(f.grading), gradedPerS: Number(f.graded_60s) / 60, cachedPerS: Number(f.cached_60s) / 60,
-      oldestS: Number(f.oldest_s), submissions: Number(f.submissions), reported: Number(f.reported), leasesLost: Number(f.leases_lost),
+      oldestS: Number(f.oldest_s), submissions: Number(f.submissions), reported: Number(f.reported), leasesLost: Number(f.leases_lost), lateResults: Number(f.late_results),
       workers: Number(f.workers_5m), p50S: p.p50 === null ? null : Number(p.p50), p95S: p.p95 === null ? null : Number(p.p95),
     };
   }
 
   async function metrics(res) {
     let f;
-    try { f = await figures(); } catch (e) { return unavailable(res, e); }
+    try { f = await within(figures(), requestMs); } catch (e) { return unavailable(res, e); }
     const g = (name, help, v, type = 'gauge') => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${v ?? 'NaN'}\n`;
     const text = g('grading_queue_depth', 'Submissions stored and not yet reported (waiting or grading).', f.depth)
       + g('grading_in_progress', 'Submissions a worker holds a lease on now.', f.grading)
@@ -283,6 +356,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       + g('grading_submissions_total', 'Submissions stored.', f.submissions, 'counter')
       + g('grading_reports_total', 'Submissions with a report.', f.reported, 'counter')
       + g('grading_leases_lost_total', 'Leases taken back from workers that stopped heartbeating.', f.leasesLost, 'counter')
+      + g('grading_late_results_dropped_total', 'Results a worker brought after its lease was gone (its fencing token old): dropped.', f.lateResults, 'counter')
       + Object.entries(counts).map(([k, v]) => g(`grading_front_${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`, `This front: ${k}.`, v, 'counter')).join('');
     if (res.headersSent || res.destroyed) return;
     res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Cache-Control': 'no-store', ...headers });
@@ -293,7 +367,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   function handle(req, res) {
     const rel = new URL(`http://x${req.url}`).pathname;
     const fail = (e) => { log(`${req.method} ${rel} failed: ${e?.stack || e}`); reply(res, 500, { error: 'internal error' }); };
-    if (rel === '/grade') { post(req, res); return true; }
+    if (rel === '/grade') { post(req, res).catch(fail); return true; }
     const m = /^\/grade\/([^/]+)$/.exec(rel);
     if (m || ['/healthz', '/readyz', '/metrics'].includes(rel)) {
       req.resume();
@@ -324,9 +398,14 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   };
 }
 
+/** Whether an address to listen on is reached from this machine only. */
+export function isLoopback(host) {
+  return LOOPBACK_NAMES.includes(host) || LOOPBACK_NAMES.includes(`[${host}]`) || /^127\.\d+\.\d+\.\d+$/.test(host) || host === '::1';
+}
+
 /** The standalone front: the front's paths on an HTTP server of its own. */
 export async function startFront({ port = 8000, host = '127.0.0.1', ...opts }) {
-  const front = await createQueueFront(opts);
+  const front = await createQueueFront({ loopbackOnly: isLoopback(host), ...opts });
   const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5000 }, (req, res) => {
     res.on('error', () => {});
     try {
@@ -361,6 +440,8 @@ const FRONT = command({
     'hidden-statuses': SERVE.options['hidden-statuses'],
     'max-wait': { type: 'string', value: 'S', parse: number({ min: 0 }), help: 'how long a request that asks to wait may wait for its report', defaultText: String(FRONT_LIMITS.maxWaitS) },
     'allow-origin': { type: 'string', value: 'ORIGIN', multiple: true, default: [], parse: allowedOrigin, help: 'a course page\'s origin that may POST /grade' },
+    'per-client': { ...SERVE.options['per-client'], help: 'at most N of one client\'s submissions waiting or grading (429 past it)', defaultText: 'no limit' },
+    open: { type: 'boolean', default: false, help: 'on a --host other than loopback: serve without API tokens, on purpose (else it refuses to start without a live one: ./lab token)' },
   },
 });
 
@@ -369,10 +450,18 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const o = {
     connectionString: v.queue ?? process.env.GRADING_QUEUE_URL, port: v.port, host: v.host, allowOrigins: v['allow-origin'],
     hiddenStatuses: v['hidden-statuses'], ...(v['secret-file'] !== undefined ? { secretFile: v['secret-file'] } : {}),
-    ...(v['max-wait'] !== undefined ? { maxWaitS: v['max-wait'] } : {}),
+    ...(v['max-wait'] !== undefined ? { maxWaitS: v['max-wait'] } : {}), ...(v['per-client'] !== undefined ? { perClient: v['per-client'] } : {}), open: v.open,
   };
   if (!o.connectionString) usageExit(FRONT, '--queue (or GRADING_QUEUE_URL) is needed', 'front');
-  const { server, front, url } = await startFront(o);
+  let started;
+  try {
+    started = await startFront(o);
+  } catch (e) {
+    if (!(e instanceof NoTokens)) throw e;
+    console.error(`front: ${e.message}`);
+    process.exit(2);
+  }
+  const { server, front, url } = started;
   console.log(url);
   const stop = () => {
     setTimeout(() => process.exit(0), 5000).unref();

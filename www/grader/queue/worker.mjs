@@ -5,9 +5,10 @@
 //   node www/grader/queue/worker.mjs --queue postgres://... [--jobs N] [--lease S] [--grace S]
 //        [--timeout S] [--wall-factor K] [--memory MB] [--no-sandbox] [--health-port N] [--poll-ms MS]
 //
-// Each of its N slots: take a job and lease its submission (one transaction), grade
-// it while a heartbeat moves the lease on, then write the report and complete the job
-// (one transaction; the report only if the submission has none: written once). A
+// Each of its N slots: take a job and lease its submission (one transaction; the
+// lease's epoch is its fencing token), grade it while a heartbeat moves the lease on,
+// then write the report and complete the job (one transaction, both only while the
+// lease of that epoch is held: a result that comes too late is dropped and counted). A
 // worker that dies stops heartbeating; its lease runs out and the reaper (in every
 // front and worker) puts the job back in the queue. SIGTERM: no new job; the ones
 // under way finish within --grace seconds, or are withdrawn and put back at once.
@@ -20,20 +21,26 @@ import { WORKER } from '../commands.mjs';
 import { jsonText } from '../output.mjs';
 import { createGradingPool } from '../pool.mjs';
 import {
-  SCHEMA, StartAborted, buildId, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, sleep, startBoss, transient, tx, whileAway,
+  DB_TIMEOUTS, SCHEMA, StartAborted, buildId, fairFetch, ensureQueue, ensureSchema, fetchIn, inTx, makePool, queueName, reap, releaseLease, renewLease, sleep,
+  startBoss, takeLease, transient, tx, whileAway, withPool, writeReport,
 } from './common.mjs';
 
 const W = WORKER.options;
-export const WORKER_DEFAULTS = Object.freeze({ jobs: W.jobs.default, leaseS: W.lease.default, graceS: W.grace.default, pollMs: W['poll-ms'].default, reapEveryMs: 5000 });
+export const WORKER_DEFAULTS = Object.freeze({
+  jobs: W.jobs.default, leaseS: W.lease.default, graceS: W.grace.default, pollMs: W['poll-ms'].default, reapEveryMs: 5000, claim: W.claim.default,
+});
 
 /**
  * Starts a worker; resolves once its pool is ready and it takes jobs.
  * Returns { stop({graceS}) → Promise, stats, id }. `signal` withdraws the start:
  * what was made is closed and it rejects with StartAborted.
+ * `beforeWrite(job)`, a test's seam: awaited after a job is graded and before its
+ * report is written (the tests hold a worker there; the CLI's is
+ * GRADING_QUEUE_TEST_HOOK, below).
  */
 export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.jobs, leaseS = WORKER_DEFAULTS.leaseS, graceS = WORKER_DEFAULTS.graceS,
   pollMs = WORKER_DEFAULTS.pollMs, reapEveryMs = WORKER_DEFAULTS.reapEveryMs, timeoutS, wallFactor, memoryMb, sandbox = true, pkgDir,
-  log = (m) => console.error(`queue worker: ${m}`), gradingPool, signal } = {}) {
+  log = (m) => console.error(`queue worker: ${m}`), gradingPool, signal, beforeWrite, claim: claimOrder = WORKER_DEFAULTS.claim, clientCap = Infinity } = {}) {
   const id = `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
   const build = buildId(pkgDir);
   const queue = queueName(build);
@@ -48,9 +55,9 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
   const step = (p) => Promise.race([p, withdrawn]);
   let db, boss, grader;
   try {
-    db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`) });
+    db = makePool(connectionString, { max: jobs + 3, onError: (e) => log(`database: ${e.message}`), ...DB_TIMEOUTS.worker });
     made.push(() => db.end());
-    await step(whileAway(() => ensureSchema(db), { log, signal }));
+    await step(whileAway(() => withPool(connectionString, DB_TIMEOUTS.setup, ensureSchema), { log, signal }));
     const starting = whileAway(() => startBoss(connectionString, { onError: (e) => log(`pg-boss: ${e.message}`) }), { log, signal });
     // A boss that starts after the start was withdrawn is stopped too.
     made.push(() => starting.then((b) => b.stop({ graceful: false, wait: true, timeout: 2000 }), () => {}));
@@ -65,41 +72,45 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
     throw e;
   }
 
-  const stats = { graded: 0, fromCache: 0, skipped: 0, returned: 0, writeRetries: 0, leasesLost: 0, errors: 0, busyMs: 0 };
+  // lateResults: results brought after their lease was gone (dropped, not written);
+  // dbErrors: queries that failed or ran out of time (the database away or frozen).
+  const stats = { graded: 0, fromCache: 0, skipped: 0, returned: 0, writeRetries: 0, leasesLost: 0, lateResults: 0, errors: 0, dbErrors: 0, busyMs: 0 };
   const running = new Map(); // submission id -> { jobId, controller }
   let stopping = false;
 
   /** Takes one job and leases its submission, in one transaction: null when none. */
   async function claim() {
     return tx(db, async (c) => {
-      const [job] = await fetchIn(boss, queue, c);
+      const [job] = claimOrder === 'fifo' ? await fetchIn(boss, queue, c) : await fairFetch(c, queue, { cap: clientCap });
       if (!job) return null;
       const sid = job.data?.submission;
-      const { rows } = await c.query(`UPDATE ${SCHEMA}.submissions SET lease_worker = $2, lease_until = now() + make_interval(secs => $3), attempts = attempts + 1
-        WHERE id = $1 AND report IS NULL RETURNING lab, source_json, seed, hidden_seed, hidden_statuses, cache_key`, [sid, id, leaseS]);
-      if (!rows.length) {
+      const leased = await takeLease(c, sid, id, leaseS);
+      if (!leased) {
         // Reported already (another worker finished it): nothing to grade.
         await boss.complete(queue, job.id, null, { db: inTx(c) });
         return { skip: true };
       }
-      return { jobId: job.id, sid, ...rows[0] };
+      return { jobId: job.id, sid, epoch: leased.lease_epoch, ...leased };
     });
   }
 
-  /** Writes the report (once per submission) and completes the job, in one transaction;
-   *  again while the database is away, for as long as the lease could still hold. */
+  /** Writes the report and completes the job, in one transaction, both fenced on the
+   *  job's lease: only while the lease of its epoch is held (writeReport). A late
+   *  result (the lease ran out, the job may be another worker's now) is dropped and
+   *  counted; the job is left to whoever holds it. Again while the database is away,
+   *  as long as the lease could still hold (a write after that is late). */
   async function finish(job, report, gradeMs) {
     for (let attempt = 0; ; attempt++) {
       try {
         return await tx(db, async (c) => {
-          const r = await c.query(`UPDATE ${SCHEMA}.submissions SET report = $2, reported_at = now(), graded_by = $3, grade_ms = $4,
-              lease_until = NULL, lease_worker = NULL WHERE id = $1 AND report IS NULL`, [job.sid, report, id, gradeMs]);
-          await boss.complete(queue, job.jobId, null, { db: inTx(c) });
-          return r.rowCount;
+          const wrote = await writeReport(c, { sid: job.sid, epoch: job.epoch, report, by: id, ms: gradeMs });
+          if (wrote) await boss.complete(queue, job.jobId, null, { db: inTx(c) });
+          return wrote;
         });
       } catch (e) {
         if (!transient(e) || attempt >= 60) throw e;
         stats.writeRetries += 1;
+        stats.dbErrors += 1;
         await sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
       }
     }
@@ -107,22 +118,23 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
 
   /** Puts a job back in the queue now (a stop): failed, so pg-boss retries it at once. */
   async function giveBack(job) {
-    await tx(db, async (c) => {
+    // Only a lease still held: one gone is another's job now, not ours to fail.
+    const gave = await tx(db, async (c) => {
+      if (!await releaseLease(c, job.sid, job.epoch)) return false;
       await boss.fail(queue, job.jobId, { message: `worker ${id} stopped` }, { db: inTx(c) });
-      await c.query(`UPDATE ${SCHEMA}.submissions SET lease_until = NULL, lease_worker = NULL WHERE id = $1 AND lease_worker = $2`, [job.sid, id]);
+      return true;
     });
-    stats.returned += 1;
+    if (gave) stats.returned += 1;
   }
 
   async function gradeOne(job) {
     const controller = new AbortController();
     running.set(job.sid, { job, controller });
     const heartbeat = setInterval(async () => {
+      if (job.lost) return;
       try {
-        const r = await db.query(`UPDATE ${SCHEMA}.submissions SET lease_until = now() + make_interval(secs => $3)
-          WHERE id = $1 AND lease_worker = $2 AND report IS NULL`, [job.sid, id, leaseS]);
-        if (r.rowCount === 0 && !job.lost) { job.lost = true; stats.leasesLost += 1; }
-      } catch { /* the database is away: the lease may run out, and the job go to another worker */ }
+        if (!await renewLease(db, job.sid, job.epoch, leaseS)) { job.lost = true; stats.leasesLost += 1; }
+      } catch { stats.dbErrors += 1; /* the database is away: the lease may run out, and the job go to another worker */ }
     }, Math.max(250, (leaseS * 1000) / 3));
     const t0 = performance.now();
     try {
@@ -139,9 +151,14 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
       }
       const ms = Math.round(performance.now() - t0);
       stats.busyMs += ms;
-      clearInterval(heartbeat);
+      await beforeWrite?.(job);
       const wrote = await finish(job, report, ms);
-      if (wrote) stats.graded += 1; else stats.skipped += 1;
+      clearInterval(heartbeat);
+      if (wrote) stats.graded += 1;
+      else {
+        stats.lateResults += 1;
+        log(`${job.sid}: its lease (epoch ${job.epoch}) was gone when its result came: the result is dropped`);
+      }
     } catch (e) {
       clearInterval(heartbeat);
       if (controller.signal.aborted || e?.code === 'ESANDBOXSTART' || !transient(e)) {
@@ -164,6 +181,7 @@ export async function startWorker({ connectionString, jobs = WORKER_DEFAULTS.job
         job = await claim();
       } catch (e) {
         if (!transient(e)) log(`taking a job: ${e.message}`);
+        else stats.dbErrors += 1;
         await sleep(pollMs + Math.random() * pollMs);
         continue;
       }
@@ -220,7 +238,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const o = {
     connectionString: v.queue ?? process.env.GRADING_QUEUE_URL, jobs: v.jobs, leaseS: v.lease, graceS: v.grace, pollMs: v['poll-ms'],
     ...(v.timeout !== undefined ? { timeoutS: v.timeout } : {}), ...(v['wall-factor'] !== undefined ? { wallFactor: v['wall-factor'] } : {}),
-    ...(v.memory !== undefined ? { memoryMb: v.memory } : {}), sandbox: !v['no-sandbox'],
+    ...(v.memory !== undefined ? { memoryMb: v.memory } : {}), sandbox: !v['no-sandbox'], claim: v.claim,
+    ...(v['client-cap'] !== undefined ? { clientCap: v['client-cap'] } : {}),
   };
   const healthPort = v['health-port'] ?? null;
   if (!o.connectionString) { console.error(`worker: --queue (or GRADING_QUEUE_URL) is needed\n(${WORKER.prog} --help lists every option)`); process.exit(2); }
@@ -241,6 +260,12 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // A test's hook (leases.test.mjs): the worker stops itself (SIGSTOP) once a job is
+  // graded, before its report is written: a worker paused between its work and its
+  // write, the zombie a fencing token is for. The test sends SIGCONT.
+  if (process.env.GRADING_QUEUE_TEST_HOOK === 'stop-before-write') {
+    o.beforeWrite = () => { console.error('queue worker: test hook: stopping before the write'); process.kill(process.pid, 'SIGSTOP'); };
+  }
   try {
     worker = await startWorker({ ...o, signal: starting.signal });
   } catch (e) {

@@ -12,7 +12,7 @@ import http from 'node:http';
 import pg from 'pg';
 import { loadGrader } from '../../../host/node_host.mjs';
 import {
-  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, fetchIn, inTx, makePool, queueName, reap, startBoss, tx,
+  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, fairFetch, fetchIn, inTx, makePool, queueName, reap, startBoss, takeLease, tx,
 } from '../common.mjs';
 import { createQueueFront } from '../front.mjs';
 import { Cluster, serverBinDir } from './pg_cluster.mjs';
@@ -34,7 +34,10 @@ before(async () => {
   assert.ok(all.includes('deliver-once') && all.includes('courier'), `the registry's labs: ${all}`);
   // The registry as handed over: one lab of the two the grader has.
   const registry = { labs: () => JSON.stringify(JSON.parse(grader.labs()).filter((l) => l.id === 'deliver-once')), lab: (id) => grader.lab(id) };
-  front = await createQueueFront({ connectionString: cluster.url('grading'), registry, hiddenOf: () => ({ seed: null, statuses: 'each' }), log: () => {} });
+  // Its own reaper never runs here: the reaper's test calls reap() itself, and one run
+  // by the front meanwhile would take its lease back first (a machine busy enough makes it so).
+  front = await createQueueFront({ connectionString: cluster.url('grading'), registry, hiddenOf: () => ({ seed: null, statuses: 'each' }), log: () => {},
+    reapEveryMs: 3_600_000 });
   server = http.createServer((req, res) => { if (!front.handle(req, res)) { res.writeHead(404); res.end(); } });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${server.address().port}/`;
@@ -48,9 +51,17 @@ after(async () => {
   cluster?.close();
 });
 
+// A front answers 503 when the database does not answer within its bound (1.5 s), as
+// on a machine too busy for a login to finish in time: a client tries again, as these do.
+const AGAIN_503 = 20;
+
 async function post(body) {
-  const r = await fetch(new URL('/grade', url), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: r.status, body: await r.json() };
+  for (let i = 0; ; i++) {
+    const r = await fetch(new URL('/grade', url), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const out = { status: r.status, body: await r.json() };
+    if (out.status !== 503 || i >= AGAIN_503) return out;
+    await new Promise((res) => setTimeout(res, 500));
+  }
 }
 
 /** A stored submission's row and its job's state (null when its job is not in this pg-boss's schema). */
@@ -143,5 +154,101 @@ test('a job fetch whose query fails throws its error (pg-boss alone answers "no 
     }
   } finally {
     await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+  }
+});
+
+/** POST /grade from the loopback address `from` (the front's client is the address). */
+async function postFrom(from, source, opts = {}) {
+  for (let i = 0; ; i++) {
+    const out = await postFromOnce(from, source, opts);
+    if (out.status !== 503 || i >= AGAIN_503) return out;
+    await new Promise((res) => setTimeout(res, 500));
+  }
+}
+
+function postFromOnce(from, source, { base = url, headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ lab: 'deliver-once', source });
+    const req = http.request(new URL('/grade', base), { method: 'POST', localAddress: from, agent: false,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text), retryAfter: res.headers['retry-after'] }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('the fair claim: a client\'s single submission is taken right after the flood\'s first, not after the flood; a client at its cap waits', { skip, timeout: 60_000 }, async () => {
+  const boss = await startBoss(cluster.url('grading'), { supervise: false });
+  const queue = queueName(buildId());
+  try {
+    // What the earlier tests left in the queue is taken and done first.
+    for (let job; (job = await tx(db, async (c) => (await fetchIn(boss, queue, c))[0] ?? null)) !== null;) await boss.complete(queue, job.id);
+    const flood = [];
+    for (let i = 0; i < 5; i++) flood.push((await postFrom('127.0.0.2', `x = ${100 + i}\n`)).body.id);
+    const single = (await postFrom('127.0.0.3', 'x = 200\n')).body.id;
+    const clientOf = async (id) => (await db.query(`SELECT client FROM ${SCHEMA}.submissions WHERE id = $1`, [id])).rows[0].client;
+    assert.equal(await clientOf(flood[0]), '127.0.0.2');
+    assert.equal(await clientOf(single), '127.0.0.3');
+
+    // Taken one at a time, each reported before the next take (one worker of one job).
+    const order = [];
+    let job;
+    while ((job = await tx(db, async (c) => (await fairFetch(c, queue))[0] ?? null)) !== null) {
+      order.push(job.data.submission);
+      await db.query(`UPDATE ${SCHEMA}.submissions SET report = '{}' WHERE id = $1`, [job.data.submission]);
+      await boss.complete(queue, job.id);
+    }
+    assert.deepEqual(order, [flood[0], single, ...flood.slice(1)], 'the single one second; FIFO would take it last');
+
+    // The cap: with one of A's in flight (leased) and a cap of 1, the next take is B's;
+    // with B's in flight too, none, though A has more ready.
+    const a = [];
+    for (let i = 0; i < 3; i++) a.push((await postFrom('127.0.0.2', `x = ${300 + i}\n`)).body.id);
+    const b = (await postFrom('127.0.0.3', 'x = 400\n')).body.id;
+    const take = () => tx(db, async (c) => {
+      const [j] = await fairFetch(c, queue, { cap: 1 });
+      if (j) await takeLease(c, j.data.submission, 'test', 60);
+      return j?.data.submission ?? null;
+    });
+    const first = await take();
+    assert.ok(first === a[0] || first === b, `the first take is the oldest of the client served least recently: ${first}`);
+    const second = await take();
+    assert.deepEqual([first, second].sort(), [a[0], b].sort(), 'one of each client');
+    assert.equal(await take(), null, 'both clients at their cap: nothing taken');
+    assert.equal(Number((await db.query(`SELECT count(*) FROM ${BOSS_SCHEMA}.job WHERE name = $1 AND state = 'created'`, [queue])).rows[0].count), 2);
+  } finally {
+    await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+  }
+});
+
+test('--per-client with the queue: past N of one client\'s submissions waiting or grading, 429 with Retry-After; a repeat is still answered', { skip, timeout: 60_000 }, async () => {
+  const capped = await createQueueFront({ connectionString: cluster.url('grading'), hiddenOf: () => ({ seed: null, statuses: 'each' }), log: () => {}, perClient: 2 });
+  const srv = http.createServer((req, res) => { if (!capped.handle(req, res)) { res.writeHead(404); res.end(); } });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${srv.address().port}/`;
+  try {
+    const one = await postFrom('127.0.0.4', 'x = 501\n', { base, headers: { 'Idempotency-Key': 'cap-1' } });
+    const two = await postFrom('127.0.0.4', 'x = 502\n', { base });
+    assert.deepEqual([one.status, two.status], [202, 202]);
+    const three = await postFrom('127.0.0.4', 'x = 503\n', { base });
+    assert.equal(three.status, 429, JSON.stringify(three.body));
+    assert.equal(three.retryAfter, '5');
+    assert.equal(three.body.retry_after_s, 5);
+    // Another client is not held back by this one.
+    assert.equal((await postFrom('127.0.0.5', 'x = 503\n', { base })).status, 202);
+    // A repeat of a stored one is answered (its id), not refused.
+    const again = await postFrom('127.0.0.4', 'x = 501\n', { base, headers: { 'Idempotency-Key': 'cap-1' } });
+    assert.equal(again.status, 202);
+    assert.equal(again.body.id, one.body.id);
+    // One reported: room for one more.
+    await db.query(`UPDATE ${SCHEMA}.submissions SET report = '{}' WHERE id = $1`, [one.body.id]);
+    assert.equal((await postFrom('127.0.0.4', 'x = 503\n', { base })).status, 202);
+    assert.equal((await postFrom('127.0.0.4', 'x = 504\n', { base })).status, 429);
+  } finally {
+    srv.close();
+    await capped.close();
   }
 });

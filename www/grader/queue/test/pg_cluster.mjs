@@ -92,3 +92,16 @@ export class Cluster {
     }
   }
 }
+
+/** A started cluster with the database `name` made: { cluster, url } (closed again when making it fails). */
+export async function clusterWith(name = 'grading', opts = {}) {
+  const cluster = new Cluster(opts);
+  try {
+    cluster.start();
+    await cluster.createDatabase(name);
+  } catch (e) {
+    cluster.close();
+    throw e;
+  }
+  return { cluster, url: cluster.url(name) };
+}
