@@ -28,7 +28,7 @@ use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
 use super::reference::RefBackend;
 use super::rules::Rule;
 use super::sim::{status_name, Backend, Call, Config, Script, Tables};
-use super::step_world::OtherClaim;
+use super::step_world::{OtherClaim, OtherWrite};
 use super::units::{action, created, run_case, run_case_interleaved, Racer, UnitCase};
 use crate::report::{TestKind, TestReport, TestStatus};
 use crate::rng::{mix, SeededRng};
@@ -49,7 +49,7 @@ pub const PIECES: [Piece; 6] = [
     Piece {
         function: "claim",
         worlds: 40,
-        races: 4,
+        races: 6,
     },
     Piece {
         function: "write_intent",
@@ -93,7 +93,7 @@ impl Piece {
             format!("{PREFIX}merge over every pair of statuses")
         } else if self.races > 0 {
             format!(
-                "{PREFIX}{} over {} random worlds, {} of them raced by another worker's claim",
+                "{PREFIX}{} over {} random worlds, {} of them raced by another write at every statement",
                 self.function, self.worlds, self.races
             )
         } else {
@@ -353,6 +353,15 @@ fn caller(g: &mut SeededRng, t: &mut Tables, i: usize, holder: f64, holder_of_di
     } else {
         (*g.pick(&WORKERS)).to_string()
     };
+    // Now and then the same worker holds another action at that epoch number: a
+    // fence must name the action as well as the epoch.
+    if g.chance(0.3) {
+        let id = t.actions[i].id;
+        if let Some(b) = t.actions.iter_mut().find(|b| b.id != id && b.state == "claimed") {
+            b.owner = Some(worker.clone());
+            b.epoch = epoch;
+        }
+    }
     (worker, epoch)
 }
 
@@ -397,6 +406,27 @@ fn claimed_index(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64) -
 
 /// World `k` of a piece: `k` picks the path a step takes where chance alone could
 /// miss one (`deliver_step`'s), so that every seed meets every path.
+/// The action and caller of a fenced piece's world `k` (write_intent, heartbeat): by
+/// path, so that every seed meets each: 0 and 1 the holder of a claimed action, 2 a
+/// caller that lost its claim, 3 the holder of an action it already settled.
+fn fenced_call(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64, race: bool, k: usize) -> (usize, String, i64) {
+    let path = if race { 0 } else { k % 4 };
+    let i = match path {
+        3 => target(g, t, cfg, now_ms, 1.0),
+        2 => target(g, t, cfg, now_ms, 0.2),
+        _ => claimed_index(g, t, cfg, now_ms),
+    };
+    let (worker, epoch) = match path {
+        2 => caller(g, t, i, 0.0, false),
+        3 if t.actions[i].state == "dispatched" => caller(g, t, i, 1.0, true),
+        _ => {
+            let a = &t.actions[i];
+            (a.owner.clone().unwrap_or_default(), a.epoch)
+        }
+    };
+    (i, worker, epoch)
+}
+
 fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
     let cfg = draw_cfg(g);
     let now_ms = 500_000 + 1_000 * g.below(500) + *g.pick(&[0, 0, 1, 999]);
@@ -411,6 +441,16 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
         "claim" => {
             let worker = (*g.pick(&["w1", "w2", "w9"])).to_string();
             let call = Call::Claim { worker, now_ms };
+            if race && k % 3 != 0 {
+                // Races with the old holder of an expired lease: its actions become
+                // claimed ones whose lease ran out.
+                for a in t.actions.iter_mut().filter(|a| a.state == "pending") {
+                    a.state = "claimed".into();
+                    a.owner = Some((*g.pick(&WORKERS)).to_string());
+                    a.epoch = 1 + g.below(3) as i64;
+                    a.lease_until_ms = now_ms.saturating_sub(g.below(cfg.lease_ms + 1));
+                }
+            }
             if race {
                 // The race that matters: for the action the claim would take.
                 let probe = UnitCase {
@@ -436,12 +476,41 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
                     .and_then(|id| t.actions.iter().find(|a| a.id == id))
                     .or_else(|| t.actions.first());
                 if let Some(a) = target {
-                    other = Some(Racer::Claim(OtherClaim {
-                        worker: "w-other".into(),
-                        action_id: a.id,
-                        epoch: a.epoch,
-                        now_ms,
-                    }));
+                    let holder = a.owner.clone().filter(|_| a.state == "claimed");
+                    other = Some(match (k % 3, holder) {
+                        // The old holder, still alive, extends its lease between the
+                        // claim's read and its write.
+                        (1, Some(worker)) => Racer::Write(OtherWrite::Heartbeat {
+                            action_id: a.id,
+                            worker,
+                            epoch: a.epoch,
+                            lease_until_ms: now_ms + cfg.lease_ms,
+                        }),
+                        // The old holder settles it: it must not be claimed again.
+                        (2, Some(worker)) => Racer::Write(OtherWrite::Settle {
+                            action_id: a.id,
+                            worker,
+                            epoch: a.epoch,
+                            now_ms,
+                            message_id: format!("msg-{}", a.id),
+                        }),
+                        _ => Racer::Claim(OtherClaim {
+                            worker: "w-other".into(),
+                            action_id: a.id,
+                            epoch: a.epoch,
+                            now_ms,
+                        }),
+                    });
+                }
+                // A settle's outbox write is what a claim cannot write over: the row
+                // is there, still sending.
+                if let Some(Racer::Write(OtherWrite::Settle { action_id, .. })) = &other {
+                    let id = *action_id;
+                    t.outbox.retain(|o| o.action_id != id);
+                    let mut row = super::units::outbox(id, 1, "sending");
+                    row.attempts = 1 + g.below(2) as i64;
+                    t.outbox.push(row);
+                    t.outbox.sort_by_key(|o| o.action_id);
                 }
             } else {
                 match g.below(100) {
@@ -453,17 +522,7 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
             call
         }
         "write_intent" => {
-            let i = if race {
-                claimed_index(g, &mut t, &cfg, now_ms)
-            } else {
-                target(g, &mut t, &cfg, now_ms, 0.2)
-            };
-            let (worker, epoch) = if race {
-                let a = &t.actions[i];
-                (a.owner.clone().unwrap_or_default(), a.epoch)
-            } else {
-                caller(g, &mut t, i, 0.65, true)
-            };
+            let (i, worker, epoch) = fenced_call(g, &mut t, &cfg, now_ms, race, k);
             let a = t.actions[i].clone();
             if race {
                 other = Some(Racer::Claim(OtherClaim {
@@ -554,7 +613,7 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
                     o.events_applied = 0;
                     o.attempts = 0;
                     let key = o.idem_key.clone();
-                    other = Some(Racer::Webhook(Webhook {
+                    other = Some(Racer::Write(OtherWrite::Webhook(Webhook {
                         event_id: format!("evt-{}", 91 + g.below(9)),
                         key,
                         message_id: format!("msg-{}", a.id),
@@ -562,7 +621,7 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
                         // own status over the row's shows.
                         status: *g.pick(&PROVIDER_STATUSES[1..]),
                         due_s: 0.0,
-                    }));
+                    })));
                 }
                 script.sends = vec![SendAnswer::Accepted {
                     message_id: format!("msg-{}", a.id),
@@ -619,13 +678,13 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
                 } else {
                     (format!("evt-{}", 91 + g.below(9)), *g.pick(&PROVIDER_STATUSES))
                 };
-                other = Some(Racer::Webhook(Webhook {
+                other = Some(Racer::Write(OtherWrite::Webhook(Webhook {
                     event_id,
                     key: row.idem_key.clone(),
                     message_id: message_id.clone(),
                     status,
                     due_s: 0.0,
-                }));
+                })));
             } else {
                 match g.below(100) {
                     0..30 => script.all_or_nothing = true,
@@ -644,17 +703,7 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
             }
         }
         "heartbeat" => {
-            let i = if race {
-                claimed_index(g, &mut t, &cfg, now_ms)
-            } else {
-                target(g, &mut t, &cfg, now_ms, 0.15)
-            };
-            let (worker, epoch) = if race {
-                let a = &t.actions[i];
-                (a.owner.clone().unwrap_or_default(), a.epoch)
-            } else {
-                caller(g, &mut t, i, 0.65, true)
-            };
+            let (i, worker, epoch) = fenced_call(g, &mut t, &cfg, now_ms, race, k);
             let a = t.actions[i].clone();
             if race {
                 other = Some(Racer::Claim(OtherClaim {
@@ -730,7 +779,7 @@ fn rule_for(case: &UnitCase, race: &Option<Racer>) -> Rule {
                 .map(|o| o.status.as_str());
             if !held(*action_id, worker, *epoch) || matches!(race, Some(Racer::Claim(_))) {
                 Rule::Fence
-            } else if matches!(race, Some(Racer::Webhook(_))) {
+            } else if matches!(race, Some(Racer::Write(OtherWrite::Webhook(_)))) {
                 Rule::MergeForward
             } else if status != Some("sending") {
                 Rule::Settle
@@ -1052,7 +1101,13 @@ pub fn describe(w: &World) -> String {
                 o.now_ms
             );
         }
-        Some(Racer::Webhook(e)) => {
+        Some(Racer::Write(w @ (OtherWrite::Heartbeat { .. } | OtherWrite::Settle { .. }))) => {
+            let _ = writeln!(
+                s,
+                "# raced at each statement in turn by the holder's write on another connection: {w:?}"
+            );
+        }
+        Some(Racer::Write(OtherWrite::Webhook(e))) => {
             let _ = writeln!(
                 s,
                 "# raced at each statement in turn by a webhook handled on another connection: {{ event_id = {}, key = {}, message_id = {}, status = {} }}",

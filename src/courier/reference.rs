@@ -32,6 +32,9 @@ pub enum Mistake {
     ClaimWithoutCas,
     /// The settle writes the reported status over the row's instead of merging it.
     SettleOverwrites,
+    /// The claim's compare-and-set checks the epoch it read but not that the action is
+    /// still claimable: one its holder settled in between is claimed again.
+    ClaimEpochOnly,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,8 +120,8 @@ impl RefBackend {
             self.load_tables(&t)
                 .map_err(|e| Stop(LearnerError::Host { message: e.to_string() }))?;
         }
-        if let Some(w) = self.step.as_ref().and_then(|w| w.webhook_due(self.in_tx)) {
-            // A webhook handled on another connection commits here.
+        if let Some(w) = self.step.as_ref().and_then(|w| w.write_due(self.in_tx)) {
+            // Another connection's write (a webhook, the old holder's) commits here.
             let mut t = self.tables();
             w.apply(&mut t);
             self.load_tables(&t)
@@ -249,11 +252,12 @@ impl RefBackend {
         };
         self.write(f)?; // UPDATE actions ... WHERE id = ? AND epoch = ?
         let cas = self.mistake != Some(Mistake::ClaimWithoutCas);
+        let recheck = self.mistake != Some(Mistake::ClaimEpochOnly);
         if cas
             && !self
                 .actions
                 .get(&id)
-                .is_some_and(|a| a.epoch == epoch && self.claimable(a, now_ms))
+                .is_some_and(|a| a.epoch == epoch && (!recheck || self.claimable(a, now_ms)))
         {
             // Lost a race: another worker claimed it since the SELECT.
             self.rollback();

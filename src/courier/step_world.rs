@@ -46,65 +46,162 @@ pub struct Script {
     /// Real concurrency: another worker's write commits between two statements of
     /// the call (on a connection of its own).
     pub interleave: Option<Interleave>,
-    /// Real concurrency too: a webhook handled on another connection commits between
-    /// two statements of the call (the differential tests' races; no case file has one).
-    pub webhook_during: Option<WebhookDuring>,
+    /// Real concurrency too: another connection's write (a webhook, the old holder's
+    /// heartbeat or settle) commits between two statements of the call (the
+    /// differential tests' races; no case file has one).
+    pub write_during: Option<WriteDuring>,
 }
 
-/// A webhook that another connection records and merges while the call runs, as
-/// `on_webhook` does it: once the caller has run `after_statement` statements, at its
-/// first statement from then on with no transaction open (else right after the call).
+/// Another connection's write while the call runs: once the caller has run
+/// `after_statement` statements, at its first statement from then on with no
+/// transaction open (else right after the call).
 #[derive(Clone, Debug, PartialEq)]
-pub struct WebhookDuring {
+pub struct WriteDuring {
     pub after_statement: usize,
-    pub event: super::provider::Webhook,
+    pub write: OtherWrite,
 }
 
-impl WebhookDuring {
-    /// The webhook on tables: its event id recorded (a known one changes nothing), its
-    /// status merged forward into the row with its key, the message id kept if the row
-    /// has one, `events_applied` + 1.
+/// A write another connection commits, as the piece that makes it does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OtherWrite {
+    /// `on_webhook`: the event id recorded (a known one changes nothing), the status
+    /// merged forward into the row with its key, its message id kept if the row has
+    /// one, `events_applied` + 1.
+    Webhook(super::provider::Webhook),
+    /// `heartbeat` of the holder at `epoch`: the lease to `lease_until_ms` while the
+    /// action is claimed by `worker` at `epoch`.
+    Heartbeat {
+        action_id: u64,
+        worker: String,
+        epoch: i64,
+        lease_until_ms: u64,
+    },
+    /// The settle of the holder at `epoch` after its send was accepted, one
+    /// transaction while `worker` holds the action at `epoch`: `accepted` merged into
+    /// the outbox row with `message_id` kept if it has one, the action dispatched with
+    /// `lease_until_ms = now_ms`.
+    Settle {
+        action_id: u64,
+        worker: String,
+        epoch: i64,
+        now_ms: u64,
+        message_id: String,
+    },
+}
+
+impl OtherWrite {
+    /// The write on tables (the reference's and the trusted side's view).
     pub fn apply(&self, t: &mut super::tables::Tables) {
-        let e = &self.event;
-        if t.webhook_events.contains(&e.event_id) {
-            return;
-        }
-        t.webhook_events.push(e.event_id.clone());
-        if let Some(o) = t.outbox.iter_mut().find(|o| o.idem_key == e.key) {
-            let reported = status_name(e.status);
-            if super::reference::rank(reported) > super::reference::rank(&o.status) {
-                o.status = reported.to_string();
+        match self {
+            OtherWrite::Webhook(e) => {
+                if t.webhook_events.contains(&e.event_id) {
+                    return;
+                }
+                t.webhook_events.push(e.event_id.clone());
+                if let Some(o) = t.outbox.iter_mut().find(|o| o.idem_key == e.key) {
+                    let reported = status_name(e.status);
+                    if super::reference::rank(reported) > super::reference::rank(&o.status) {
+                        o.status = reported.to_string();
+                    }
+                    if o.message_id.is_none() {
+                        o.message_id = Some(e.message_id.clone());
+                    }
+                    o.events_applied += 1;
+                }
             }
-            if o.message_id.is_none() {
-                o.message_id = Some(e.message_id.clone());
+            OtherWrite::Heartbeat {
+                action_id,
+                worker,
+                epoch,
+                lease_until_ms,
+            } => {
+                if let Some(a) = t.actions.iter_mut().find(|a| {
+                    a.id == *action_id
+                        && a.state == "claimed"
+                        && a.owner.as_deref() == Some(worker.as_str())
+                        && a.epoch == *epoch
+                }) {
+                    a.lease_until_ms = *lease_until_ms;
+                }
             }
-            o.events_applied += 1;
+            OtherWrite::Settle {
+                action_id,
+                worker,
+                epoch,
+                now_ms,
+                message_id,
+            } => {
+                if let Some(a) = t.actions.iter_mut().find(|a| {
+                    a.id == *action_id && a.owner.as_deref() == Some(worker.as_str()) && a.epoch == *epoch
+                }) {
+                    a.state = "dispatched".into();
+                    a.lease_until_ms = *now_ms;
+                    if let Some(o) = t.outbox.iter_mut().find(|o| o.action_id == *action_id) {
+                        if super::reference::rank("accepted") > super::reference::rank(&o.status) {
+                            o.status = "accepted".into();
+                        }
+                        if o.message_id.is_none() {
+                            o.message_id = Some(message_id.clone());
+                        }
+                    }
+                }
+            }
         }
     }
 
-    /// The same webhook as the statements another connection runs and commits.
+    /// The same write as the statements another connection runs and commits.
     pub fn statements(&self) -> String {
-        let e = &self.event;
-        let rank = |col: &str| {
-            format!("CASE {col} WHEN 'sending' THEN 0 WHEN 'accepted' THEN 1 WHEN 'sent' THEN 2 WHEN 'delivered' THEN 3 WHEN 'failed' THEN 3 ELSE -1 END")
-        };
-        let status = status_name(e.status);
-        serde_json::json!([
-            [
-                format!(
-                    "UPDATE outbox SET status = CASE WHEN {} > {} THEN ? ELSE status END, \
-                     message_id = COALESCE(message_id, ?), events_applied = events_applied + 1 \
-                     WHERE idem_key = ? AND NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = ?)",
-                    rank("?"),
-                    rank("status")
-                ),
-                [status, status, e.message_id, e.key, e.event_id]
-            ],
-            [
-                "INSERT INTO webhook_events (event_id) VALUES (?) ON CONFLICT DO NOTHING",
-                [e.event_id]
-            ]
-        ])
+        match self {
+            OtherWrite::Webhook(e) => {
+                let rank = |col: &str| {
+                    format!("CASE {col} WHEN 'sending' THEN 0 WHEN 'accepted' THEN 1 WHEN 'sent' THEN 2 WHEN 'delivered' THEN 3 WHEN 'failed' THEN 3 ELSE -1 END")
+                };
+                let status = status_name(e.status);
+                serde_json::json!([
+                    [
+                        format!(
+                            "UPDATE outbox SET status = CASE WHEN {} > {} THEN ? ELSE status END, \
+                             message_id = COALESCE(message_id, ?), events_applied = events_applied + 1 \
+                             WHERE idem_key = ? AND NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = ?)",
+                            rank("?"),
+                            rank("status")
+                        ),
+                        [status, status, e.message_id, e.key, e.event_id]
+                    ],
+                    [
+                        "INSERT INTO webhook_events (event_id) VALUES (?) ON CONFLICT DO NOTHING",
+                        [e.event_id]
+                    ]
+                ])
+            }
+            OtherWrite::Heartbeat {
+                action_id,
+                worker,
+                epoch,
+                lease_until_ms,
+            } => serde_json::json!([[
+                "UPDATE actions SET lease_until_ms = ? WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'",
+                [lease_until_ms, action_id, worker, epoch]
+            ]]),
+            OtherWrite::Settle {
+                action_id,
+                worker,
+                epoch,
+                now_ms,
+                message_id,
+            } => serde_json::json!([
+                [
+                    "UPDATE outbox SET status = CASE WHEN status = 'sending' THEN 'accepted' ELSE status END, \
+                     message_id = COALESCE(message_id, ?) WHERE action_id = ? AND EXISTS \
+                     (SELECT 1 FROM actions WHERE id = ? AND owner = ? AND epoch = ?)",
+                    [message_id, action_id, action_id, worker, epoch]
+                ],
+                [
+                    "UPDATE actions SET state = 'dispatched', lease_until_ms = ? WHERE id = ? AND owner = ? AND epoch = ?",
+                    [now_ms, action_id, worker, epoch]
+                ]
+            ]),
+        }
         .to_string()
     }
 }
@@ -202,8 +299,8 @@ pub struct WorldState {
     lookups: usize,
     /// The script's interleaved write has committed.
     interleaved: bool,
-    /// The script's webhook during the call has committed.
-    webhook_done: bool,
+    /// The script's other write during the call has committed.
+    write_done: bool,
     /// `cfg.lease_ms` of a unit case's run: the lease of the interleaved claim.
     lease_ms: u64,
 }
@@ -230,7 +327,7 @@ impl StepWorld {
             sends: 0,
             lookups: 0,
             interleaved: false,
-            webhook_done: false,
+            write_done: false,
             lease_ms: super::tables::Config::default().lease_ms,
         })))
     }
@@ -303,7 +400,7 @@ impl StepWorld {
         s.sends = 0;
         s.lookups = 0;
         s.interleaved = false;
-        s.webhook_done = false;
+        s.write_done = false;
     }
 
     /// Asked before a statement: the other worker's claim, when it is to commit now,
@@ -342,34 +439,31 @@ impl StepWorld {
         Some(claim)
     }
 
-    /// Asked before a statement: the webhook the script runs during the call, when it
-    /// is to commit now, before this statement runs (it is then done).
-    pub fn webhook_due(&self, in_tx: bool) -> Option<WebhookDuring> {
-        self.take_webhook(|s, w| !in_tx && s.killed.is_none() && s.statements >= w.after_statement)
+    /// Asked before a statement: the other connection's write the script runs during
+    /// the call, when it is to commit now, before this statement runs (it is then done).
+    pub fn write_due(&self, in_tx: bool) -> Option<OtherWrite> {
+        self.take_write(|s, w| !in_tx && s.killed.is_none() && s.statements >= w.after_statement)
     }
 
-    /// After the call: the script's webhook if it has not committed yet.
-    pub fn webhook_left(&self) -> Option<WebhookDuring> {
-        self.take_webhook(|_, _| true)
+    /// After the call: the script's other write if it has not committed yet.
+    pub fn write_left(&self) -> Option<OtherWrite> {
+        self.take_write(|_, _| true)
     }
 
-    fn take_webhook(
-        &self,
-        when: impl FnOnce(&WorldState, &WebhookDuring) -> bool,
-    ) -> Option<WebhookDuring> {
+    fn take_write(&self, when: impl FnOnce(&WorldState, &WriteDuring) -> bool) -> Option<OtherWrite> {
         let mut s = self.0.borrow_mut();
         let Rule::Script(Script {
-            webhook_during: Some(w),
+            write_during: Some(w),
             ..
         }) = &s.rule
         else {
             return None;
         };
-        if s.webhook_done || !when(&s, w) {
+        if s.write_done || !when(&s, w) {
             return None;
         }
-        let w = w.clone();
-        s.webhook_done = true;
+        let w = w.write.clone();
+        s.write_done = true;
         Some(w)
     }
 
@@ -624,9 +718,9 @@ impl LabWorld for StepWorld {
             "statement" => {
                 let in_tx = a[0].bool();
                 let other = self.interleave_due(in_tx);
-                let webhook = self.webhook_due(in_tx);
+                let write = self.write_due(in_tx);
                 let lease_ms = self.0.borrow().lease_ms;
-                OpValue::Str(match (world.statement(in_tx), other, webhook) {
+                OpValue::Str(match (world.statement(in_tx), other, write) {
                     (Fault::Go, Some(claim), _) => claim.statements(lease_ms),
                     (Fault::Go, None, Some(w)) => w.statements(),
                     (Fault::Go, None, None) => "go".into(),

@@ -154,7 +154,7 @@ fn play_with(backend: &mut dyn Backend, case: &UnitCase, script: Script) -> Resu
         other.apply(&mut t, case.cfg.lease_ms);
         backend.load(&t)?;
     }
-    if let Some(w) = world.webhook_left() {
+    if let Some(w) = world.write_left() {
         let mut t = backend.dump()?;
         w.apply(&mut t);
         backend.load(&t)?;
@@ -639,10 +639,10 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
                 }),
                 ..case.script.clone()
             },
-            Racer::Webhook(event) => Script {
-                webhook_during: Some(super::step_world::WebhookDuring {
+            Racer::Write(write) => Script {
+                write_during: Some(super::step_world::WriteDuring {
                     after_statement: k,
-                    event: event.clone(),
+                    write: write.clone(),
                 }),
                 ..case.script.clone()
             },
@@ -715,8 +715,8 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
             }
         }
         let problems = match (&case.call, racer) {
-            (Call::Claim { worker, now_ms }, Racer::Claim(other)) => {
-                claim_race_problems(case, other, worker, *now_ms, &got)
+            (Call::Claim { worker, now_ms }, _) => {
+                claim_race_problems(case, racer, worker, *now_ms, &got)
             }
             _ => {
                 let mut best: Option<Vec<String>> = None;
@@ -759,8 +759,8 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
 pub enum Racer {
     /// Another worker's claim, a compare-and-set on the epoch it read.
     Claim(super::step_world::OtherClaim),
-    /// A webhook recorded and merged on another connection.
-    Webhook(Webhook),
+    /// Another connection's write: a webhook, the old holder's heartbeat or settle.
+    Write(super::step_world::OtherWrite),
 }
 
 impl Racer {
@@ -770,12 +770,37 @@ impl Racer {
                 "another worker ({:?}) claiming action {} at epoch {} (now_ms = {})",
                 o.worker, o.action_id, o.epoch, o.now_ms
             ),
-            Racer::Webhook(w) => format!(
+            Racer::Write(super::step_world::OtherWrite::Webhook(w)) => format!(
                 "another connection handling webhook {:?} (key {:?}, status {:?})",
                 w.event_id,
                 w.key,
                 super::sim::status_name(w.status)
             ),
+            Racer::Write(super::step_world::OtherWrite::Heartbeat {
+                action_id,
+                worker,
+                epoch,
+                lease_until_ms,
+            }) => format!(
+                "the holder of action {action_id} ({worker:?} at epoch {epoch}) extending its lease to {lease_until_ms} with a heartbeat"
+            ),
+            Racer::Write(super::step_world::OtherWrite::Settle {
+                action_id,
+                worker,
+                epoch,
+                now_ms,
+                ..
+            }) => format!(
+                "the holder of action {action_id} ({worker:?} at epoch {epoch}) settling it (dispatched at {now_ms})"
+            ),
+        }
+    }
+
+    /// The racer's write on tables.
+    fn apply(&self, t: &mut Tables, lease_ms: u64) {
+        match self {
+            Racer::Claim(o) => o.apply(t, lease_ms),
+            Racer::Write(w) => w.apply(t),
         }
     }
 }
@@ -795,7 +820,9 @@ fn done_any_status(racer: &Racer, want: &Outcome, got: &Outcome) -> Outcome {
         statements: got.statements,
         after: got.after.clone(),
     };
-    if let (Racer::Webhook(_), Some(w), Some(_)) = (racer, done(&want.returned), done(&got.returned)) {
+    if let (Racer::Write(super::step_world::OtherWrite::Webhook(_)), Some(w), Some(_)) =
+        (racer, done(&want.returned), done(&got.returned))
+    {
         got.returned = Ok(Value::Tuple(vec![Value::str("done"), w]));
     }
     got
@@ -805,14 +832,14 @@ fn done_any_status(racer: &Racer, want: &Outcome, got: &Outcome) -> Outcome {
 /// `run_case_interleaved`.
 fn claim_race_problems(
     case: &UnitCase,
-    other: &super::step_world::OtherClaim,
+    racer: &Racer,
     worker: &str,
     now_ms: u64,
     got: &Outcome,
 ) -> Vec<String> {
     let lease_ms = case.cfg.lease_ms;
     let mut other_first = case.setup.clone();
-    other.apply(&mut other_first, lease_ms);
+    racer.apply(&mut other_first, lease_ms);
     let mine = |t: &Tables, id: u64| -> Tables {
         let mut t = t.clone();
         if let Some(epoch) = t.actions.iter().find(|a| a.id == id).map(|a| a.epoch) {
@@ -849,7 +876,7 @@ fn claim_race_problems(
     };
     // Either order, each claim a compare-and-set on what it found.
     let mut mine_first = mine(&case.setup, id);
-    other.apply(&mut mine_first, lease_ms);
+    racer.apply(&mut mine_first, lease_ms);
     let orders = [mine(&other_first, id), mine_first];
     let claimed_at = |t: &Tables| t.actions.iter().find(|a| a.id == id).map(|a| a.epoch);
     for t in &orders {
@@ -864,8 +891,8 @@ fn claim_race_problems(
     };
     let mut p = vec![format!(
         "it returned ({id}, {epoch}): its claim and the other worker's must end as if one ran after the other, each a compare-and-set on an action claimable when it ran{}; against the closer order:",
-        if live(&other_first) && id == other.action_id {
-            " (the other worker's claim holds a live lease on that action when yours lands after it)"
+        if live(&other_first) {
+            " (after the other write the action's lease is live: a claim that lands after it must leave the action alone)"
         } else {
             ""
         }

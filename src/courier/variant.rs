@@ -44,7 +44,7 @@
 
 use super::provider::{LookupAnswer, SendAnswer, Webhook};
 use super::sim::{ActionState, Call, OutboxState, Script, StoreState, Tables};
-use super::step_world::{Interleave, OtherClaim};
+use super::step_world::{Interleave, OtherClaim, OtherWrite};
 use super::units::{self, UnitCase};
 use crate::report::TestKind;
 use crate::rng::{mix, SeededRng};
@@ -241,7 +241,7 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
         lookups,
         all_or_nothing,
         interleave,
-        webhook_during,
+        write_during,
     } = s;
     Script {
         kill_at_statement: *kill_at_statement,
@@ -290,9 +290,35 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
                 },
             }
         }),
-        webhook_during: webhook_during.as_ref().map(|w| super::step_world::WebhookDuring {
+        write_during: write_during.as_ref().map(|w| super::step_world::WriteDuring {
             after_statement: w.after_statement,
-            event: webhook(&w.event, v),
+            write: match &w.write {
+                OtherWrite::Webhook(e) => OtherWrite::Webhook(webhook(e, v)),
+                OtherWrite::Heartbeat {
+                    action_id,
+                    worker,
+                    epoch,
+                    lease_until_ms,
+                } => OtherWrite::Heartbeat {
+                    action_id: v.id(*action_id),
+                    worker: v.worker(worker),
+                    epoch: *epoch,
+                    lease_until_ms: v.time_ms(*lease_until_ms),
+                },
+                OtherWrite::Settle {
+                    action_id,
+                    worker,
+                    epoch,
+                    now_ms,
+                    message_id,
+                } => OtherWrite::Settle {
+                    action_id: v.id(*action_id),
+                    worker: v.worker(worker),
+                    epoch: *epoch,
+                    now_ms: v.time_ms(*now_ms),
+                    message_id: v.message_id(message_id),
+                },
+            },
         }),
     }
 }
