@@ -310,7 +310,7 @@ fn hidden_units_run_after_every_shown_test() {
     // The differential tests' worlds, run after the hidden units (on the worlds of
     // the run's seed, `HiddenInputs::Fixed`).
     let worlds_seed = courier::differential::seed_of(1042, None);
-    let differential_loads: usize = courier::differential::PIECES
+    let differential_loads: usize = courier::differential::pieces()
         .iter()
         .map(|p| {
             let mut r = Recorder::new();
@@ -330,10 +330,10 @@ fn hidden_units_run_after_every_shown_test() {
         &listed[..all.len()],
         &all.iter().map(|c| c.name).collect::<Vec<_>>()[..]
     );
-    let n = courier::differential::PIECES.len();
+    let n = courier::differential::pieces().len();
     assert_eq!(
         &listed[all.len()..all.len() + n],
-        &courier::differential::PIECES
+        &courier::differential::pieces()
             .iter()
             .map(|p| p.test_name())
             .collect::<Vec<_>>()[..]

@@ -140,7 +140,7 @@ impl Lab for Courier {
             .iter()
             .map(|c| (c.name.to_string(), c.kind))
             .chain(
-                differential::PIECES
+                differential::pieces()
                     .iter()
                     .map(|p| (p.test_name(), TestKind::Hidden)),
             )
@@ -157,7 +157,7 @@ impl Lab for Courier {
                 task_id: task(INFO.task_of_function(c.call.function())),
                 code: (c.kind == TestKind::Example).then(|| units::code_of(c)),
             })
-            .chain(differential::PIECES.iter().map(|p| TestSheet {
+            .chain(differential::pieces().iter().map(|p| TestSheet {
                 name: p.test_name(),
                 task_id: task(INFO.task_of_function(p.function)),
                 code: None,
@@ -263,7 +263,7 @@ pub fn grade_run(
     // The differential tests draw their worlds from the run's seed and, per
     // submission, the hidden inputs' (`differential.rs`); hidden like the units.
     let replay = crate::report::replay_command(ID, seed);
-    for piece in &differential::PIECES {
+    for piece in differential::pieces() {
         let name = piece.test_name();
         tests.push(
             limit
