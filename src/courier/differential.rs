@@ -347,7 +347,26 @@ fn add_outbox(g: &mut SeededRng, t: &mut Tables, id: u64, past_sending: bool) {
 /// name, or an epoch the action has not reached. A `dispatched` action's own
 /// holder calls only where `holder_of_dispatched` (lab.md names the answer for
 /// write_intent and heartbeat: `claimed` is part of their fence).
-fn caller(g: &mut SeededRng, t: &mut Tables, i: usize, holder: f64, holder_of_dispatched: bool) -> (String, i64) {
+fn caller(
+    g: &mut SeededRng,
+    t: &mut Tables,
+    i: usize,
+    holder: f64,
+    holder_of_dispatched: bool,
+) -> (String, i64) {
+    caller_with(g, t, i, holder, holder_of_dispatched, 0.3)
+}
+
+/// `caller`, where the fenced caller holds another action at its epoch number with
+/// chance `elsewhere`.
+fn caller_with(
+    g: &mut SeededRng,
+    t: &mut Tables,
+    i: usize,
+    holder: f64,
+    holder_of_dispatched: bool,
+    elsewhere: f64,
+) -> (String, i64) {
     let a = &mut t.actions[i];
     let owner = a.owner.clone().unwrap_or_else(|| "w1".into());
     let may_hold = a.state == "claimed" || holder_of_dispatched;
@@ -366,7 +385,7 @@ fn caller(g: &mut SeededRng, t: &mut Tables, i: usize, holder: f64, holder_of_di
     };
     // Now and then the same worker holds another action at that epoch number: a
     // fence must name the action as well as the epoch.
-    if g.chance(0.3) {
+    if g.chance(elsewhere) {
         let id = t.actions[i].id;
         if let Some(b) = t.actions.iter_mut().find(|b| b.id != id && b.state == "claimed") {
             b.owner = Some(worker.clone());
@@ -561,12 +580,24 @@ fn draw(function: &str, g: &mut SeededRng, race: bool, k: usize) -> World {
             } else {
                 target(g, &mut t, &cfg, now_ms, 0.3)
             };
+            let id_of_target = t.actions[i].id;
             let (worker, epoch) = if race || path != 6 {
                 let a = &t.actions[i];
                 (a.owner.clone().unwrap_or_default(), a.epoch)
             } else {
-                caller(g, &mut t, i, 0.0, false)
+                // The worker may hold another action at the same epoch number: its
+                // fence must name this one.
+                if !t.actions.iter().any(|b| b.id != t.actions[i].id && b.state == "claimed") {
+                    let id = 100 + g.below(9);
+                    let store = t.actions[i].store.clone();
+                    t.actions.push(action(id, &store, "claimed", Some("w1"), 1, lease_until(g, &cfg, now_ms)));
+                    t.actions.sort_by_key(|a| a.id);
+                }
+                let i = t.actions.iter().position(|b| b.id == id_of_target).unwrap_or(i);
+                caller_with(g, &mut t, i, 0.0, false, 0.8)
             };
+            // Rows may have been added before it: its index again.
+            let i = t.actions.iter().position(|b| b.id == id_of_target).unwrap_or(i);
             let a = t.actions[i].clone();
             // A step follows a write_intent that returned a key: the row is there.
             if !t.outbox.iter().any(|o| o.action_id == a.id) {
