@@ -21,7 +21,8 @@ reference.py:
   argument, a call to merge replaced by one of its arguments.
 
 Output (stdout), JSON: {"generator", "reference_sha256", "families": {name:
-[mutant]}, "controls": {name: source}, "skipped": {name: [[id, why]]}} where a
+[mutant]}, "controls": {name: source}, "skipped": {name: [[id, why]]}, "statements":
+[the reference's statements as the sql control has them]} where a
 mutant is {"id", "piece", "line", "what", "after", "source"}. An id names the
 function, the operator and its occurrence there, so it stays the same while the
 reference does. A family's control is the reference rewritten the family's way
@@ -131,7 +132,7 @@ class Family:
         self.counts[(piece, op)] = k + 1
         return f"{self.name}:{piece}:{op}:{k}"
 
-    def add(self, piece, op, node, what, edits, after):
+    def add(self, piece, op, node, what, edits, after, **extra):
         mid = self.next_id(piece, op)
         source = self.text.replace(edits)
         try:
@@ -140,7 +141,7 @@ class Family:
             self.skipped.append([mid, f"not Python: {e}"])
             return
         self.mutants.append({"id": mid, "piece": piece, "line": node.lineno,
-                             "what": what, "after": after, "source": source})
+                             "what": what, "after": after, "source": source, **extra})
 
 
 # ---------------------------------------------------------------------------
@@ -274,7 +275,7 @@ def sql_family(lab, text, tree, cfg_name, defaults):
                     tail = "," if len(new_elems) == 1 else ""
                     edits.append((text.span(params), "(" + ", ".join(new_elems) + tail + ")"))
                 after = sql_q + ("  % (" + ", ".join(new_elems) + ")" if new_elems else "")
-                fam.add(piece, op, node, what, edits, after)
+                fam.add(piece, op, node, what, edits, after, sql=sql_q)
 
             def variants(select):
                 """For each node of the statement that `select` picks (in a fixed
@@ -478,6 +479,7 @@ def sql_family(lab, text, tree, cfg_name, defaults):
                         emit("cfg-default", f"parameter `{seg}` -> `{new}`", original,
                              elements[:j] + [new] + elements[j + 1:], node=literal)
     control = text.replace(control_edits)
+    fam.statements = [ast.literal_eval(t) for _, t in control_edits]
     return fam, control
 
 
@@ -649,7 +651,7 @@ def generate(lab):
     text = Text(reference)
     tree = ast.parse(reference)
     cfg_name, defaults = defaults_of(lab)
-    families, controls, skipped = {}, {}, {}
+    families, controls, skipped, statements = {}, {}, {}, []
     seen = {reference}
     uses_sql = any(is_db_call(n, "execute") for n in ast.walk(tree))
     made = []
@@ -660,6 +662,7 @@ def generate(lab):
         fam, control = sql_family(lab, text, tree, cfg_name, defaults)
         made.append(fam)
         controls["sql"] = control
+        statements = fam.statements
     made.append(learner_family(lab, text, tree, cfg_name, defaults))
     for fam in made:
         kept = []
@@ -677,6 +680,7 @@ def generate(lab):
         "families": families,
         "controls": controls,
         "skipped": skipped,
+        "statements": statements,
     }
 
 
