@@ -16,8 +16,9 @@ reference.py:
 - learner (every lab): Python changes made with ast, each a mistake a learner
   makes: a cfg/policy field replaced by its default, a broader except, a commit or
   rollback or another call left out, a keyword argument left out, a guard's return
-  left out or the guard dropped, a return moved before a fence, an early return
-  that skips a commit, a condition's operand dropped, a max/min reduced to one
+  left out or the guard dropped, another check left out (its body never or always
+  run), two neighbouring statements swapped (a commit after the send), a return
+  moved before a fence, an early return that skips a commit, a condition's operand dropped, a max/min reduced to one
   argument, a call to merge replaced by one of its arguments.
 
 Output (stdout), JSON: {"generator", "reference_sha256", "families": {name:
@@ -517,6 +518,20 @@ def remove_stmt(text, block, stmt):
     return [(span, "")]
 
 
+def swappable(stmt):
+    """A statement with a side effect that can change places: a call, or an
+    assignment from one."""
+    return isinstance(stmt, (ast.Expr, ast.Assign)) and any(isinstance(n, ast.Call) for n in ast.walk(stmt))
+
+
+def independent(a, b):
+    """Neither statement sets a name the other reads or sets."""
+    def names(stmt, ctx):
+        return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+    sa, sb = names(a, ast.Store), names(b, ast.Store)
+    return not (sa & (names(b, ast.Load) | sb) or sb & names(a, ast.Load))
+
+
 def learner_family(lab, text, tree, cfg_name, defaults):
     fam = Family("learner", text)
     module_fns = {f.name: f for f in pieces(tree)}
@@ -597,9 +612,30 @@ def learner_family(lab, text, tree, cfg_name, defaults):
                             what = f"drop the statement `{' '.join(call.args[0].value.split())[:70]}...` (line {stmt.lineno})"
                     fam.add(piece, op, stmt, what,
                             remove_stmt(text, block, stmt), "(removed)")
+                # Two neighbouring statements with side effects swapped (a commit after
+                # the send, say), when neither touches a name the other sets.
+                if idx + 1 < len(block) and all(swappable(s) for s in block[idx:idx + 2]) \
+                        and independent(block[idx], block[idx + 1]):
+                    nxt = block[idx + 1]
+                    a, b = statement_span(text, stmt)
+                    c, d = statement_span(text, nxt)
+                    fam.add(piece, "swap-statements", stmt,
+                            f"`{text.line_of(stmt)}` (line {stmt.lineno}) and `{text.line_of(nxt)}` (line {nxt.lineno}) swapped",
+                            [((a, d), text.source[c:d] + text.source[a:b])], "(swapped)")
                 if isinstance(stmt, ast.If) and not stmt.orelse:
                     body = stmt.body
                     guard = isinstance(body[-1], ast.Return)
+                    if not guard:
+                        # A check left out: its body never runs, or always runs.
+                        fam.add(piece, "if-never", stmt, f"drop `if {text.segment(stmt.test)}:` and its body",
+                                remove_stmt(text, block, stmt), "(removed)")
+                        a, b = statement_span(text, stmt)
+                        ind = indent_of(text, stmt)
+                        body_text = "".join(
+                            line[4:] if line.startswith(ind + "    ") else line
+                            for line in text.source[text.starts[body[0].lineno - 1]:b].splitlines(keepends=True))
+                        fam.add(piece, "if-always", stmt, f"`if {text.segment(stmt.test)}:` dropped, its body always runs",
+                                [((a, b), body_text)], "(rewritten)")
                     if guard:
                         # The guard's return left out: the code goes on after it.
                         fam.add(piece, "guard-no-return", stmt,
