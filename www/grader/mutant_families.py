@@ -33,7 +33,6 @@ Run: .venv/bin/python www/grader/mutant_families.py LAB_ID
 """
 
 import ast
-import copy
 import hashlib
 import importlib.util
 import json
