@@ -140,6 +140,8 @@ class Family:
         except SyntaxError as e:
             self.skipped.append([mid, f"not Python: {e}"])
             return
+        if after is None:   # a change within one line: that line as it is now
+            after = source.splitlines()[node.lineno - 1].strip()
         self.mutants.append({"id": mid, "piece": piece, "line": node.lineno,
                              "what": what, "after": after, "source": source, **extra})
 
@@ -554,16 +556,16 @@ def learner_family(lab, text, tree, cfg_name, defaults):
                     and node.value.id == cfg_name and node.attr in defaults \
                     and isinstance(node.ctx, ast.Load) and id(node) not in in_execute_params:
                 fam.add(piece, "field-default", node, f"`{text.segment(node)}` -> `{defaults[node.attr]}`",
-                        [(text.span(node), defaults[node.attr])], text.line_of(node))
+                        [(text.span(node), defaults[node.attr])], None)
             # A broader except.
             if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name) \
                     and node.type.id == "Exception":
                 fam.add(piece, "broader-except", node, "`except Exception:` -> `except BaseException:`",
-                        [(text.span(node.type), "BaseException")], text.line_of(node))
+                        [(text.span(node.type), "BaseException")], None)
                 a = text.offset(node.lineno, node.col_offset)
                 b = text.offset(node.type.end_lineno, node.type.end_col_offset)
                 fam.add(piece, "bare-except", node, "`except Exception:` -> `except:`",
-                        [((a, b), "except")], text.line_of(node))
+                        [((a, b), "except")], None)
             # A keyword argument left out.
             if isinstance(node, ast.Call):
                 for kw in node.keywords:
@@ -574,18 +576,18 @@ def learner_family(lab, text, tree, cfg_name, defaults):
                     # with the comma before it
                     a2 = src.rindex(",", 0, a)
                     fam.add(piece, "drop-keyword", node, f"drop `{text.segment(kw)}` from `{text.segment(node)}`",
-                            [((a2, b), "")], text.line_of(node))
+                            [((a2, b), "")], None)
                 # max/min of two reduced to one argument
                 if isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and len(node.args) == 2:
                     for arg in node.args:
                         fam.add(piece, "minmax-arg", node, f"`{text.segment(node)}` -> `{text.segment(arg)}`",
-                                [(text.span(node), text.segment(arg))], text.line_of(node))
+                                [(text.span(node), text.segment(arg))], None)
                 # a merge-like helper bypassed: its call replaced by one argument
                 if isinstance(node.func, ast.Name) and node.func.id in module_fns \
                         and returns_a_parameter(module_fns[node.func.id]) and node.func.id != piece:
                     for arg in node.args:
                         fam.add(piece, "bypass-helper", node, f"`{text.segment(node)}` -> `{text.segment(arg)}`",
-                                [(text.span(node), text.segment(arg))], text.line_of(node))
+                                [(text.span(node), text.segment(arg))], None)
             # A condition's operand dropped (`a or b` -> `a`).
             if isinstance(node, ast.BoolOp):
                 for i, v in enumerate(node.values):
@@ -594,7 +596,7 @@ def learner_family(lab, text, tree, cfg_name, defaults):
                     if len(rest) > 1:
                         joined = f"({joined})"
                     fam.add(piece, "drop-operand", node, f"drop `{text.segment(v)}` from `{text.segment(node)}`",
-                            [(text.span(node), joined)], text.line_of(node))
+                            [(text.span(node), joined)], None)
 
         for block in blocks(fn):
             for idx, stmt in enumerate(block):
