@@ -189,13 +189,15 @@ export const BENCH = command({
 
 export const MUTANTS = command({
   name: 'mutants',
-  brief: 'mutation testing of each lab\'s grader (cosmic-ray)',
+  brief: 'mutation testing of each lab\'s grader (cosmic-ray, SQL-aware and learner-style mutants)',
   prog: './lab mutants',
   synopsis: '[options]',
-  summary: 'Mutation testing of each lab\'s grader (cosmic-ray): every change of the reference that is not equivalent must fail (tests/mutation/README.md).',
+  summary: 'Mutation testing of each lab\'s grader, by families of mutants of its reference (cosmic-ray\'s operators; SQL-aware ones '
+    + 'made with sqlglot; learner-style Python ones): every change of the reference that is not equivalent must fail (tests/mutation/README.md).',
   positionals: { max: 0 },
   options: {
     lab: { type: 'string', value: 'ID', help: 'one lab', defaultText: 'every lab' },
+    family: { type: 'string', value: 'NAME', choices: ['cosmic-ray', 'sql', 'learner'], help: 'one family of mutants', defaultText: 'every family' },
     update: { type: 'boolean', default: false, help: 'rewrite tests/mutation/LAB.json for the current reference' },
     bench: { type: 'boolean', default: false, hidden: true, help: './lab bench\'s figures: a lab whose last run took long is not run again, its recorded figures are printed' },
   },

@@ -10,7 +10,12 @@
 // is a small client that hands the mutated file to this process over a Unix socket
 // and exits 0 (survived) or 1 (killed), so Pyodide boots once, not once per mutant.
 //
-// Run: ./lab mutants [--lab ID] [--update]
+// Beside cosmic-ray's, two families of our own (mutant_families.py, the same
+// grading): sql, sqlglot's rewrites of each statement of the reference's SQL, and
+// learner, Python changes shaped like learners' mistakes. Each family has its score
+// and its list of equivalent mutants (families.<name> in the lab's list).
+//
+// Run: ./lab mutants [--lab ID] [--family NAME] [--update]
 //   --update  rewrites tests/mutation/<lab>.json for the current reference: its
 //             hash, the run's figures, and the survivors, keeping the reasons of
 //             those listed before (a new survivor gets an empty reason, which fails)
@@ -105,18 +110,67 @@ export function watchdog(limitS) {
     },
   };
 }
-const sameMutant = (a, b) => a.operator === b.operator && a.occurrence === b.occurrence;
+// A mutant's name in a list: cosmic-ray's operator and occurrence, or our families' id.
+const keyOf = (m) => m.id ?? `${m.operator} #${m.occurrence}`;
+const sameMutant = (a, b) => keyOf(a) === keyOf(b);
+const describe = (m) => (m.id
+  ? `${m.id} (line ${m.line}, ${m.piece}): ${m.what}`
+  : `line ${m.line} (${m.function}), ${m.operator} #${m.occurrence}: \`${m.before}\` -> \`${m.after}\``);
+
+export const COSMIC = 'cosmic-ray';
+/** The families, cosmic-ray's first: ./lab mutants --family's choices. */
+export const FAMILIES = MUTANTS.options.family.choices;
+const GENERATOR = path.join(REPO, 'www/grader/mutant_families.py');
 
 /**
- * Runs cosmic-ray over `lab`'s reference with the lab's grader as the test command.
- * Returns { lab, total, killed, survivors: [{operator, occurrence, line, function,
- * before, after}], seconds, tool }.
+ * Our families' mutants of `lab`'s reference (mutant_families.py): { generator,
+ * families: {name: [{id, piece, line, what, after, source}]}, controls: {name:
+ * source}, skipped }. Bounded like cosmic-ray's quick calls.
  */
-export async function mutateLab(lab, { log = () => {} } = {}) {
-  // Said first: without them the run below would wait on a child that never started.
-  for (const tool of [VENV_PY, COSMIC_RAY]) {
-    if (!fs.existsSync(tool)) throw new Error(`${tool} is missing: ./lab mutants (or ./lab test) makes the project venv with cosmic-ray`);
+export function familyMutants(lab, reference) {
+  if (!fs.existsSync(VENV_PY)) throw new Error(`${VENV_PY} is missing: ./lab mutants (or ./lab test) makes the project venv with sqlglot`);
+  const made = JSON.parse(execFileSync(VENV_PY, [GENERATOR, lab], { encoding: 'utf8', maxBuffer: 256 << 20, timeout: 120_000, killSignal: 'SIGKILL' }));
+  // The generator reads the source tree, the grader is the build: they must agree.
+  if (made.reference_sha256 !== sha256(reference)) throw new Error(`${lab}: src's reference.py is not the built grader's: ./lab build`);
+  return made;
+}
+
+/**
+ * Grades one of our families' mutants of `lab`, after its control (the reference
+ * rewritten the family's way with no change), which must pass. Returns a run as
+ * mutateLab's: { lab, family, total, killed, survivors: [{id, piece, line, what,
+ * after}], seconds, tool, referenceSha256 }. `only`: grade just these ids (a sample),
+ * without the control (which a full run grades whenever the reference or the
+ * generator changes: the list records both, and ./lab test checks them).
+ */
+export async function mutateFamily(lab, family, { log = () => {}, session, made, only } = {}) {
+  const { reference, grade } = session ?? await gradingSession(lab);
+  made ??= familyMutants(lab, reference);
+  const started = performance.now();
+  const control = made.controls[family];
+  if (!only && control !== undefined && (await grade(control)).status !== 'pass') {
+    throw new Error(`${lab} ${family}: the reference as this family renders it fails: the rendering changes its meaning`);
   }
+  const mutants = (made.families[family] ?? []).filter((m) => !only || only.includes(m.id));
+  const survivors = [];
+  let killed = 0;
+  for (const [i, m] of mutants.entries()) {
+    const r = await grade(m.source);
+    if (r.status === 'pass') {
+      survivors.push({ id: m.id, piece: m.piece, line: m.line, what: m.what, after: m.after });
+      log(`${lab} ${family}: survives: ${describe(m)}`);
+    } else killed++;
+    if ((i + 1) % 25 === 0) log(`${lab} ${family}: ${i + 1} of ${mutants.length} mutants graded`);
+  }
+  return { lab, family, total: mutants.length, killed, survivors, seconds: (performance.now() - started) / 1000, tool: made.generator, referenceSha256: sha256(reference) };
+}
+
+/**
+ * The lab's grader on mutants, in this process: the reference must pass (unless
+ * `checkReference` is false: a caller that grades a control instead); `grade` runs
+ * one source in verdict mode under the lab's time limit.
+ */
+export async function gradingSession(lab, { checkReference = true } = {}) {
   const grader = new (await loadGrader()).Grader();
   const { reference_py: reference, time_limit_s: limitS } = JSON.parse(grader.lab(lab));
   const limit = watchdog(limitS);
@@ -141,7 +195,21 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
     }
     return r;
   };
-  if ((await grade(reference)).status !== 'pass') throw new Error(`${lab}: the reference does not pass its own tests`);
+  if (checkReference && (await grade(reference)).status !== 'pass') throw new Error(`${lab}: the reference does not pass its own tests`);
+  return { lab, reference, limitS, grade };
+}
+
+/**
+ * Runs cosmic-ray over `lab`'s reference with the lab's grader as the test command.
+ * Returns { lab, family: 'cosmic-ray', total, killed, survivors: [{operator, occurrence,
+ * line, function, before, after}], seconds, tool }.
+ */
+export async function mutateLab(lab, { log = () => {}, session } = {}) {
+  // Said first: without them the run below would wait on a child that never started.
+  for (const tool of [VENV_PY, COSMIC_RAY]) {
+    if (!fs.existsSync(tool)) throw new Error(`${tool} is missing: ./lab mutants (or ./lab test) makes the project venv with cosmic-ray`);
+  }
+  const { reference, limitS, grade } = session ?? await gradingSession(lab);
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `delivery-lab-mutants-${lab}-`));
   const started = performance.now();
@@ -235,7 +303,7 @@ export async function mutateLab(lab, { log = () => {} } = {}) {
     }
     survivors.sort((a, b) => a.line - b.line || a.operator.localeCompare(b.operator) || a.occurrence - b.occurrence);
     const tool = run('--version').trim();
-    return { lab, total: jobs.length, killed, survivors, seconds: (performance.now() - started) / 1000, tool, referenceSha256: sha256(reference) };
+    return { lab, family: COSMIC, total: jobs.length, killed, survivors, seconds: (performance.now() - started) / 1000, tool, referenceSha256: sha256(reference) };
   } finally {
     server.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -259,30 +327,55 @@ export function readList(lab) {
  */
 export function problemsOf(run, list) {
   const problems = [];
-  const listed = list?.equivalent ?? [];
+  const listed = familyList(list, run.family)?.equivalent ?? [];
   for (const s of run.survivors) {
     const l = listed.find((x) => sameMutant(x, s));
-    if (!l) problems.push(`survives and is not listed: line ${s.line} (${s.function}), ${s.operator} #${s.occurrence}: \`${s.before}\` -> \`${s.after}\``);
-    else if (!l.why) problems.push(`listed without a reason why it is equivalent: line ${s.line}, ${s.operator} #${s.occurrence}`);
+    if (!l) problems.push(`survives and is not listed: ${describe(s)}`);
+    else if (!l.why) problems.push(`listed without a reason why it is equivalent: ${describe(s)}`);
   }
   for (const l of listed) {
-    if (!run.survivors.some((s) => sameMutant(l, s))) problems.push(`listed but killed now (take it off the list): line ${l.line}, ${l.operator} #${l.occurrence}`);
+    if (!run.survivors.some((s) => sameMutant(l, s))) problems.push(`listed but killed now (take it off the list): ${describe(l)}`);
   }
   if (list && list.reference_sha256 !== run.referenceSha256) problems.push('the list was made for another reference.py: ./lab mutants --update');
   return problems;
 }
 
-/** The list file for a run, keeping the reasons already written. */
+/**
+ * A family's part of a lab's list: cosmic-ray's is the list's top level (tool,
+ * mutants, killed, seconds, equivalent), each of ours is families.<name>, alike.
+ */
+export function familyList(list, family) {
+  if (!list) return null;
+  return family === COSMIC ? list : list.families?.[family] ?? null;
+}
+
+/**
+ * The list file with a run's family in it, keeping the reasons already written and
+ * the other families' parts (a family whose part is made for another reference
+ * fails its check until it is run again).
+ */
 export function listFor(run, old) {
-  return {
-    about: 'Mutants of this lab\'s reference.py that pass every test, each with why it cannot be told apart from the reference. Made by ./lab mutants --update (www/grader/mutation.mjs); ./lab test checks it against the current reference.',
+  const oldPart = familyList(old, run.family);
+  const part = {
     tool: run.tool,
-    reference_sha256: run.referenceSha256,
     mutants: run.total,
     killed: run.killed,
     seconds: Math.round(run.seconds),
-    equivalent: run.survivors.map((s) => ({ ...s, why: (old?.equivalent ?? []).find((x) => sameMutant(x, s))?.why ?? '' })),
+    equivalent: run.survivors.map((s) => {
+      const was = (oldPart?.equivalent ?? []).find((x) => sameMutant(x, s));
+      return { ...s, why: was?.why ?? '', ...(was?.gap ? { gap: true } : {}) };
+    }),
   };
+  const list = {
+    about: 'Mutants of this lab\'s reference.py that pass every test, each with why it cannot be told apart from the reference: cosmic-ray\'s at the top level, our own families (www/grader/mutant_families.py) under families. Made by ./lab mutants --update (www/grader/mutation.mjs); ./lab test checks it against the current reference.',
+    ...(run.family === COSMIC ? part : { tool: old?.tool, mutants: old?.mutants, killed: old?.killed, seconds: old?.seconds, equivalent: old?.equivalent }),
+    reference_sha256: run.referenceSha256,
+    families: { ...(old?.families ?? {}) },
+  };
+  if (run.family !== COSMIC) list.families[run.family] = part;
+  // a fixed key order, whatever was run first
+  return { about: list.about, tool: list.tool, reference_sha256: list.reference_sha256, mutants: list.mutants, killed: list.killed,
+    seconds: list.seconds, equivalent: list.equivalent, families: Object.fromEntries(FAMILIES.filter((f) => list.families[f]).map((f) => [f, list.families[f]])) };
 }
 
 /**
@@ -290,42 +383,60 @@ export function listFor(run, old) {
  * `how`: where the figures come from (by default, this run and its time).
  */
 export function scoreLine(run, list, how = `in ${run.seconds.toFixed(0)} s`) {
-  const equivalent = run.survivors.filter((s) => (list?.equivalent ?? []).some((x) => sameMutant(x, s) && x.why)).length;
+  // A listed survivor marked `gap` is a mistake the tests are known to miss (its why
+  // says why no test sees it): listed so that it is not news, counted as not killed.
+  const equivalent = run.survivors.filter((s) => (familyList(list, run.family)?.equivalent ?? []).some((x) => sameMutant(x, s) && x.why && !x.gap)).length;
   const meaningful = run.total - equivalent;
-  return `${run.lab}: ${run.total} mutants (${run.tool}), ${run.killed} killed, ${run.survivors.length} survive `
+  return `${run.lab} ${run.family}: ${run.total} mutants (${run.tool}), ${run.killed} killed, ${run.survivors.length} survive `
     + `(${equivalent} listed as equivalent); mutation score ${((run.killed / Math.max(1, meaningful)) * 100).toFixed(1)}% `
     + `of ${meaningful} non-equivalent, ${how}`;
 }
 
 /** The run a list was made from, as far as the list records it. */
-const recordedRun = (lab, list) => ({ lab, total: list.mutants, killed: list.killed, survivors: list.equivalent, tool: list.tool, seconds: list.seconds });
+const recordedRun = (lab, family, part) => ({ lab, family, total: part.mutants, killed: part.killed, survivors: part.equivalent, tool: part.tool, seconds: part.seconds });
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   // The command line, by ./lab mutants's table (commands.mjs MUTANTS; --bench is ./lab bench's).
-  const { values: { update, bench, lab: one } } = parseOrExit(MUTANTS, process.argv.slice(2), 'mutants');
+  const { values: { update, bench, lab: one, family: onlyFamily } } = parseOrExit(MUTANTS, process.argv.slice(2), 'mutants');
   const grader = new (await loadGrader()).Grader();
   const ids = JSON.parse(grader.labs()).map((l) => l.id);
   if (one !== undefined && !ids.includes(one)) usageExit(MUTANTS, `--lab ${JSON.stringify(one)} is not a lab (${ids.join(', ')})`, 'mutants');
   const labs = one !== undefined ? [one] : ids;
+  const log = (m) => process.stderr.write(`${m}\n`);
   let bad = false;
   for (const lab of labs) {
-    const recorded = readList(lab);
-    if (bench && recorded && recorded.seconds > BENCH_MAX_S) {
-      // Too long for the bench: the figures of the last ./lab mutants --update.
-      console.log(scoreLine(recordedRun(lab, recorded), recorded,
-        `recorded by ./lab mutants --update --lab ${lab} (${Math.round(recorded.seconds / 60)} min), not rerun here`));
-      continue;
+    let recorded = readList(lab);
+    let session = null;
+    let made = null;
+    for (const family of onlyFamily !== undefined ? [onlyFamily] : FAMILIES) {
+      const part = familyList(recorded, family);
+      if (bench && part?.seconds > BENCH_MAX_S) {
+        // Too long for the bench: the figures of the last ./lab mutants --update.
+        console.log(scoreLine(recordedRun(lab, family, part), recorded,
+          `recorded by ./lab mutants --update --lab ${lab} --family ${family} (${Math.round(part.seconds / 60)} min), not rerun here`));
+        continue;
+      }
+      session ??= await gradingSession(lab);
+      let run;
+      if (family === COSMIC) run = await mutateLab(lab, { log, session });
+      else {
+        made ??= familyMutants(lab, session.reference);
+        // A lab with no SQL has no sql family: nothing to say.
+        if (!made.families[family]) continue;
+        for (const [id, why] of made.skipped[family] ?? []) log(`${lab} ${family}: skipped ${id}: ${why}`);
+        run = await mutateFamily(lab, family, { log, session, made });
+      }
+      const list = update ? listFor(run, recorded) : recorded;
+      if (update) {
+        fs.mkdirSync(MUTATION_DIR, { recursive: true });
+        fs.writeFileSync(listFile(lab), `${JSON.stringify(list, null, 2)}\n`);
+        recorded = list;
+      }
+      console.log(scoreLine(run, list));
+      const problems = problemsOf(run, list);
+      for (const p of problems) console.log(`  ${p}`);
+      bad ||= problems.length > 0;
     }
-    const run = await mutateLab(lab, { log: (m) => process.stderr.write(`${m}\n`) });
-    const list = update ? listFor(run, recorded) : recorded;
-    if (update) {
-      fs.mkdirSync(MUTATION_DIR, { recursive: true });
-      fs.writeFileSync(listFile(lab), `${JSON.stringify(list, null, 2)}\n`);
-    }
-    console.log(scoreLine(run, list));
-    const problems = problemsOf(run, list);
-    for (const p of problems) console.log(`  ${p}`);
-    bad ||= problems.length > 0;
   }
   process.exit(bad ? 1 : 0);
 }
