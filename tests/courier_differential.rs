@@ -32,7 +32,6 @@ fn piece_of(m: Mistake) -> (&'static str, &'static str) {
         Mistake::TimeoutIsFailure => ("deliver_step", "lookup-before-resend"),
         Mistake::ClaimWithoutCas => ("claim", "as if one ran after the other"),
         Mistake::SettleOverwrites => ("deliver_step", "handling webhook"),
-        Mistake::ClaimEpochOnly => ("claim", "settling it"),
     }
 }
 
@@ -46,7 +45,6 @@ fn each_mistake_fails_the_differential_of_its_piece_with_a_shrunk_world() {
         Mistake::TimeoutIsFailure,
         Mistake::ClaimWithoutCas,
         Mistake::SettleOverwrites,
-        Mistake::ClaimEpochOnly,
     ];
     for m in mistakes {
         let (function, word) = piece_of(m);

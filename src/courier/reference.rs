@@ -32,9 +32,6 @@ pub enum Mistake {
     ClaimWithoutCas,
     /// The settle writes the reported status over the row's instead of merging it.
     SettleOverwrites,
-    /// The claim's compare-and-set checks the epoch it read but not that the action is
-    /// still claimable: one its holder settled in between is claimed again.
-    ClaimEpochOnly,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -252,12 +249,11 @@ impl RefBackend {
         };
         self.write(f)?; // UPDATE actions ... WHERE id = ? AND epoch = ?
         let cas = self.mistake != Some(Mistake::ClaimWithoutCas);
-        let recheck = self.mistake != Some(Mistake::ClaimEpochOnly);
         if cas
             && !self
                 .actions
                 .get(&id)
-                .is_some_and(|a| a.epoch == epoch && (!recheck || self.claimable(a, now_ms)))
+                .is_some_and(|a| a.epoch == epoch && self.claimable(a, now_ms))
         {
             // Lost a race: another worker claimed it since the SELECT.
             self.rollback();
