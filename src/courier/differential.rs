@@ -1117,12 +1117,6 @@ pub fn describe(w: &World) -> String {
                 o.now_ms
             );
         }
-        Some(Racer::Write(w @ (OtherWrite::Heartbeat { .. } | OtherWrite::Settle { .. }))) => {
-            let _ = writeln!(
-                s,
-                "# raced at each statement in turn by the holder's write on another connection: {w:?}"
-            );
-        }
         Some(Racer::Write(OtherWrite::Webhook(e))) => {
             let _ = writeln!(
                 s,

@@ -46,9 +46,8 @@ pub struct Script {
     /// Real concurrency: another worker's write commits between two statements of
     /// the call (on a connection of its own).
     pub interleave: Option<Interleave>,
-    /// Real concurrency too: another connection's write (a webhook, the old holder's
-    /// heartbeat or settle) commits between two statements of the call (the
-    /// differential tests' races; no case file has one).
+    /// Real concurrency too: another connection's write (a webhook) commits between
+    /// two statements of the call (the differential tests' races; no case file has one).
     pub write_during: Option<WriteDuring>,
 }
 
@@ -68,25 +67,6 @@ pub enum OtherWrite {
     /// merged forward into the row with its key, its message id kept if the row has
     /// one, `events_applied` + 1.
     Webhook(super::provider::Webhook),
-    /// `heartbeat` of the holder at `epoch`: the lease to `lease_until_ms` while the
-    /// action is claimed by `worker` at `epoch`.
-    Heartbeat {
-        action_id: u64,
-        worker: String,
-        epoch: i64,
-        lease_until_ms: u64,
-    },
-    /// The settle of the holder at `epoch` after its send was accepted, one
-    /// transaction while `worker` holds the action at `epoch`: `accepted` merged into
-    /// the outbox row with `message_id` kept if it has one, the action dispatched with
-    /// `lease_until_ms = now_ms`.
-    Settle {
-        action_id: u64,
-        worker: String,
-        epoch: i64,
-        now_ms: u64,
-        message_id: String,
-    },
 }
 
 impl OtherWrite {
@@ -107,43 +87,6 @@ impl OtherWrite {
                         o.message_id = Some(e.message_id.clone());
                     }
                     o.events_applied += 1;
-                }
-            }
-            OtherWrite::Heartbeat {
-                action_id,
-                worker,
-                epoch,
-                lease_until_ms,
-            } => {
-                if let Some(a) = t.actions.iter_mut().find(|a| {
-                    a.id == *action_id
-                        && a.state == "claimed"
-                        && a.owner.as_deref() == Some(worker.as_str())
-                        && a.epoch == *epoch
-                }) {
-                    a.lease_until_ms = *lease_until_ms;
-                }
-            }
-            OtherWrite::Settle {
-                action_id,
-                worker,
-                epoch,
-                now_ms,
-                message_id,
-            } => {
-                if let Some(a) = t.actions.iter_mut().find(|a| {
-                    a.id == *action_id && a.owner.as_deref() == Some(worker.as_str()) && a.epoch == *epoch
-                }) {
-                    a.state = "dispatched".into();
-                    a.lease_until_ms = *now_ms;
-                    if let Some(o) = t.outbox.iter_mut().find(|o| o.action_id == *action_id) {
-                        if super::reference::rank("accepted") > super::reference::rank(&o.status) {
-                            o.status = "accepted".into();
-                        }
-                        if o.message_id.is_none() {
-                            o.message_id = Some(message_id.clone());
-                        }
-                    }
                 }
             }
         }
@@ -174,33 +117,6 @@ impl OtherWrite {
                     ]
                 ])
             }
-            OtherWrite::Heartbeat {
-                action_id,
-                worker,
-                epoch,
-                lease_until_ms,
-            } => serde_json::json!([[
-                "UPDATE actions SET lease_until_ms = ? WHERE id = ? AND owner = ? AND epoch = ? AND state = 'claimed'",
-                [lease_until_ms, action_id, worker, epoch]
-            ]]),
-            OtherWrite::Settle {
-                action_id,
-                worker,
-                epoch,
-                now_ms,
-                message_id,
-            } => serde_json::json!([
-                [
-                    "UPDATE outbox SET status = CASE WHEN status = 'sending' THEN 'accepted' ELSE status END, \
-                     message_id = COALESCE(message_id, ?) WHERE action_id = ? AND EXISTS \
-                     (SELECT 1 FROM actions WHERE id = ? AND owner = ? AND epoch = ?)",
-                    [message_id, action_id, action_id, worker, epoch]
-                ],
-                [
-                    "UPDATE actions SET state = 'dispatched', lease_until_ms = ? WHERE id = ? AND owner = ? AND epoch = ?",
-                    [now_ms, action_id, worker, epoch]
-                ]
-            ]),
         }
         .to_string()
     }

@@ -759,7 +759,7 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
 pub enum Racer {
     /// Another worker's claim, a compare-and-set on the epoch it read.
     Claim(super::step_world::OtherClaim),
-    /// Another connection's write: a webhook, the old holder's heartbeat or settle.
+    /// Another connection's write: a webhook.
     Write(super::step_world::OtherWrite),
 }
 
@@ -775,23 +775,6 @@ impl Racer {
                 w.event_id,
                 w.key,
                 super::sim::status_name(w.status)
-            ),
-            Racer::Write(super::step_world::OtherWrite::Heartbeat {
-                action_id,
-                worker,
-                epoch,
-                lease_until_ms,
-            }) => format!(
-                "the holder of action {action_id} ({worker:?} at epoch {epoch}) extending its lease to {lease_until_ms} with a heartbeat"
-            ),
-            Racer::Write(super::step_world::OtherWrite::Settle {
-                action_id,
-                worker,
-                epoch,
-                now_ms,
-                ..
-            }) => format!(
-                "the holder of action {action_id} ({worker:?} at epoch {epoch}) settling it (dispatched at {now_ms})"
             ),
         }
     }

@@ -294,30 +294,6 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
             after_statement: w.after_statement,
             write: match &w.write {
                 OtherWrite::Webhook(e) => OtherWrite::Webhook(webhook(e, v)),
-                OtherWrite::Heartbeat {
-                    action_id,
-                    worker,
-                    epoch,
-                    lease_until_ms,
-                } => OtherWrite::Heartbeat {
-                    action_id: v.id(*action_id),
-                    worker: v.worker(worker),
-                    epoch: *epoch,
-                    lease_until_ms: v.time_ms(*lease_until_ms),
-                },
-                OtherWrite::Settle {
-                    action_id,
-                    worker,
-                    epoch,
-                    now_ms,
-                    message_id,
-                } => OtherWrite::Settle {
-                    action_id: v.id(*action_id),
-                    worker: v.worker(worker),
-                    epoch: *epoch,
-                    now_ms: v.time_ms(*now_ms),
-                    message_id: v.message_id(message_id),
-                },
             },
         }),
     }
