@@ -952,72 +952,63 @@ pub fn describe(w: &World) -> String {
             format!("[\n  {},\n]", items.join(",\n  "))
         }
     };
-    if !c.setup.stores.is_empty() {
-        let _ = writeln!(
-            s,
-            "stores = {}",
-            rows(
-                c.setup
-                    .stores
-                    .iter()
-                    .map(|x| format!("{{ store = {}, last_served_ms = {} }}", q(&x.store), x.last_served_ms))
-                    .collect()
-            )
-        );
-    }
-    if !c.setup.actions.is_empty() {
-        let _ = writeln!(
-            s,
-            "actions = {}",
-            rows(
-                c.setup
-                    .actions
-                    .iter()
-                    .map(|a| {
-                        let owner = a
-                            .owner
-                            .as_ref()
-                            .map_or(String::new(), |o| format!(", owner = {}", q(o)));
-                        format!(
-                            "{{ id = {}, store = {}, state = {}{owner}, epoch = {}, lease_until_ms = {}, created_ms = {} }}",
-                            a.id,
-                            q(&a.store),
-                            q(&a.state),
-                            a.epoch,
-                            a.lease_until_ms,
-                            a.created_ms
-                        )
-                    })
-                    .collect()
-            )
-        );
-    }
-    if !c.setup.outbox.is_empty() {
-        let _ = writeln!(
-            s,
-            "outbox = {}",
-            rows(
-                c.setup
-                    .outbox
-                    .iter()
-                    .map(|o| {
-                        let mid = o
-                            .message_id
-                            .as_ref()
-                            .map_or(String::new(), |m| format!(", message_id = {}", q(m)));
-                        format!(
-                            "{{ action_id = {}, idem_key = {}, attempts = {}, status = {}{mid}, events_applied = {} }}",
-                            o.action_id,
-                            q(&o.idem_key),
-                            o.attempts,
-                            q(&o.status),
-                            o.events_applied
-                        )
-                    })
-                    .collect()
-            )
-        );
-    }
+    // A table's rows, one line each; a table with none is left out.
+    let mut table = |name: &str, items: Vec<String>| {
+        if !items.is_empty() {
+            let _ = writeln!(s, "{name} = {}", rows(items));
+        }
+    };
+    table(
+        "stores",
+        c.setup
+            .stores
+            .iter()
+            .map(|x| format!("{{ store = {}, last_served_ms = {} }}", q(&x.store), x.last_served_ms))
+            .collect(),
+    );
+    table(
+        "actions",
+        c.setup
+            .actions
+            .iter()
+            .map(|a| {
+                let owner = a
+                    .owner
+                    .as_ref()
+                    .map_or(String::new(), |o| format!(", owner = {}", q(o)));
+                format!(
+                    "{{ id = {}, store = {}, state = {}{owner}, epoch = {}, lease_until_ms = {}, created_ms = {} }}",
+                    a.id,
+                    q(&a.store),
+                    q(&a.state),
+                    a.epoch,
+                    a.lease_until_ms,
+                    a.created_ms
+                )
+            })
+            .collect(),
+    );
+    table(
+        "outbox",
+        c.setup
+            .outbox
+            .iter()
+            .map(|o| {
+                let mid = o
+                    .message_id
+                    .as_ref()
+                    .map_or(String::new(), |m| format!(", message_id = {}", q(m)));
+                format!(
+                    "{{ action_id = {}, idem_key = {}, attempts = {}, status = {}{mid}, events_applied = {} }}",
+                    o.action_id,
+                    q(&o.idem_key),
+                    o.attempts,
+                    q(&o.status),
+                    o.events_applied
+                )
+            })
+            .collect(),
+    );
     if !c.setup.webhook_events.is_empty() {
         let _ = writeln!(
             s,
