@@ -41,6 +41,7 @@ import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { parseOrExit, usageExit } from './grader/args.mjs';
 import { allowedOrigin, BUILD } from './grader/commands.mjs';
+import { moveIntoPlace } from './grader/place.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');
@@ -114,26 +115,6 @@ function buildWasm() {
   moveIntoPlace(tmp, PKG);
 }
 
-/**
- * Replaces folder `dir` with `tmp` (a sibling): the old one is moved aside, the new
- * one renamed into place, the old one removed. A reader sees the old folder or the
- * new one, whole (or, between two renames, none). Another build moving its own into
- * place at the same moment makes the rename fail; then it is tried again.
- */
-function moveIntoPlace(tmp, dir) {
-  const old = `${dir}.old-${process.pid}`;
-  for (let attempt = 0; ; attempt++) {
-    fs.rmSync(old, { recursive: true, force: true });
-    try { fs.renameSync(dir, old); } catch (e) { if (e.code !== 'ENOENT') throw e; }
-    try {
-      fs.renameSync(tmp, dir);
-      break;
-    } catch (e) {
-      if (!['ENOTEMPTY', 'EEXIST'].includes(e.code) || attempt >= 5) throw e;
-    }
-  }
-  fs.rmSync(old, { recursive: true, force: true });
-}
 
 async function loadPkg(dir) {
   for (const f of PKG_FILES) {
@@ -213,6 +194,16 @@ async function main() {
     throw e;
   }
   moveIntoPlace(DIST_TMP, OUT);
+  // The grading CLI's interpreter snapshot of www/pkg's grader, made once per build
+  // (grader/snapshot.mjs; issue 39), and only when the one there is not this build's.
+  if (PKG === WWW_PKG) {
+    const { buildSnapshot, fits, SNAPSHOT_DIR } = await import('./grader/snapshot.mjs');
+    const t1 = performance.now();
+    const stale = [1, 2].some((jobs) => !fits(SNAPSHOT_DIR, null, jobs).codeCache);
+    if (stale) await buildSnapshot(SNAPSHOT_DIR);
+    console.log(`build: ${path.relative(process.cwd(), SNAPSHOT_DIR) || '.'}, the grading CLI's interpreter snapshot: `
+      + (stale ? `made in ${((performance.now() - t1) / 1000).toFixed(1)} s` : 'this build\'s already'));
+  }
 }
 
 /** The page, from the graders in PKG, into DIST (a fresh folder); prints its figures as `name`'s. */

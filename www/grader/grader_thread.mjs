@@ -37,21 +37,22 @@ const grader = new (await loadGrader({ dir: workerData?.graderDir })).Grader();
 // The labs, as the registry describes them.
 const LABS = JSON.parse(grader.labs()).map(({ id }) => JSON.parse(grader.lab(id)));
 
-// A store for each lab that has one, in one interpreter, loaded before the thread
-// says it is up (a pool is ready when it can grade any lab); restored from the
-// pool's snapshot, about a second.
-const stores = await (async () => {
+// A store for each lab that has one, in one interpreter, loaded when the pool asks
+// (`load-stores`, before it hands this thread a submission of such a lab; a thread
+// that grades only lab 1 never loads it): restored from the pool's snapshot.
+let stores = null;
+async function loadStores() {
   // Its memory is capped at the pool's STORE_MEMORY_MB (SQLite's heap has a cap of its own inside).
   const { snapshotFile, storeMemoryMb } = workerData;
   const usable = snapshotFile && fs.existsSync(snapshotFile) && fs.statSync(snapshotFile).size > 0;
-  const pyodide = await loadPython({ memoryMb: storeMemoryMb, snapshotFile: usable ? snapshotFile : null });
+  const pyodide = await loadPython({ memoryMb: storeMemoryMb, snapshotFile: usable ? snapshotFile : null, sparse: usable });
   const py = bridgeOf(pyodide, fs.readFileSync(BRIDGE_FILE, 'utf8'), LABS);
-  return new Map(LABS.filter((l) => l.store).map((l) => [l.id, py.store(l.id)]));
-})();
+  stores = new Map(LABS.filter((l) => l.store).map((l) => [l.id, py.store(l.id)]));
+}
 
 // Each lab as the registry describes it (src/lab.rs): its world's operations, and
-// its store when its calls get a database.
-const LAB_OF = new Map(LABS.map((info) => [info.id, { store: stores.get(info.id) ?? null, ops: sandboxOps(info) }]));
+// whether its calls get a database (its store, once loaded).
+const LAB_OF = new Map(LABS.map((info) => [info.id, { hasStore: Boolean(info.store), ops: sandboxOps(info) }]));
 
 // Submissions whose calls reached this thread's store: never more than one (the
 // pool retires the thread after it), reported so a test can say so.
@@ -98,8 +99,9 @@ function awaitReady({ fdIn, fdOut }) {
 function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, flag, hidden, audience }) {
   const wire = channel(fdIn, fdOut, { runCapBytes: RUN_CAP_BYTES });
   if (!LAB_OF.has(lab)) throw new Error(`unknown lab ${lab}`);
-  const { store, ops } = LAB_OF.get(lab);
-  const hasStore = store !== null;
+  const { hasStore, ops } = LAB_OF.get(lab);
+  if (hasStore && !stores) throw new Error(`lab ${lab}'s store is not loaded (the pool sends load-stores first)`);
+  const store = hasStore ? stores.get(lab) : null;
   const shared = new Int32Array(flag);
   const state = { problem: null, closed: false, calls: 0, ops: 0, usedStore: false };
   const stop = (e) => {
@@ -225,8 +227,16 @@ function gradeOne({ lab, seed, formats, source, functions, limitS, fdIn, fdOut, 
   return result;
 }
 
-parentPort.on('message', (m) => {
-  if (m.t === 'await-ready') {
+parentPort.on('message', async (m) => {
+  if (m.t === 'load-stores') {
+    try {
+      if (!stores) await loadStores();
+    } catch (e) {
+      // The pool's 'error' handler keeps what went wrong; the slot gets a new thread.
+      throw new Error(`the grading thread's store did not load: ${String((e && e.stack) || e).slice(0, 2000)}`);
+    }
+    parentPort.postMessage({ t: 'stores-up' });
+  } else if (m.t === 'await-ready') {
     parentPort.postMessage({ t: 'ready', sid: m.sid, problem: awaitReady(m) });
   } else if (m.t === 'grade') {
     if (storeSubmissions > 0) {

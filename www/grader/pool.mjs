@@ -13,26 +13,26 @@
 //   const line = await pool.grade({ lab, source, seed, format: 'json', signal });   // lab: an id, or the first
 //   process.stdout.write(`${jsonText(line)}\n`);   // json: the line as an object; each caller serialises it
 //   await pool.close();
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { fileURLToPath } from 'node:url';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
-import { isRoot, jailCommand, jailProblem, killUid, PERMISSION_FLAG, uidHasProcess } from './jail.mjs';
+import { isRoot, jailProblem, killUid, uidHasProcess } from './jail.mjs';
 import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
-import { SANDBOX, sandboxCommand, sandboxNodeFlags } from './sandbox_command.mjs';
+import {
+  codeCacheName, fits, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles,
+} from './snapshot.mjs';
+import { SANDBOX, sandboxCommand } from './sandbox_command.mjs';
 import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
 import { closeFd, spawnerOf } from './spawner_client.mjs';
 import { precheck } from './submissions.mjs';
 import { graderFiles, loadGrader } from '../host/node_host.mjs';
 import { firstLab } from '../host/engine.mjs';
 
-const WWW = fileURLToPath(new URL('../', import.meta.url));
 const THREAD = new URL('grader_thread.mjs', import.meta.url);
 const BOOT_LIMIT_S = 30;           // a sandbox not ready by then is replaced
 // After this many failed sandbox starts in a row a slot is down: it tries again
@@ -128,9 +128,12 @@ function abortError() {
  *                               thread's start fails (its grader's folder does not exist)
  * @param {string} [o.pkgDir]    the grader's folder (default www/pkg): copied at the
  *                               start, and only that copy is graded with
+ * @param {string} [o.snapshotDir] the build's interpreter snapshot (default www/snapshot,
+ *                               snapshot.mjs): used when it is that grader's, else one is
+ *                               made for this pool, with a warning
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null } = {}) {
+  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -175,8 +178,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   fs.mkdirSync(graderDir, { mode: 0o700 });
   for (const [, file] of Object.entries(graderFiles(pkgDir))) fs.copyFileSync(file, path.join(graderDir, path.basename(file)));
   const spawner = spawnerOf(tmp);
-  const snapshotFile = path.join(tmp, 'pyodide.snapshot');
-  const codeCacheFile = path.join(tmp, 'pyodide.code-cache');
+  const snapshotFile = path.join(tmp, SNAPSHOT_NAME);
+  const codeCacheFile = path.join(tmp, codeCacheName(jobs));
   const sharedCores = jobs > 1;
   // Each sandbox's command line is its own (its uid): made at each start, from these.
   const commandOptions = {
@@ -187,69 +190,41 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const poolUids = new Set();
   const running = new Set();
 
-  /**
-   * A trusted run of sandbox.mjs (no learner code) that may write only `outs`.
-   * Under root it runs as a sandbox uid too (not bubblewrap: it writes into the
-   * pool's folder): `outs` are made first, empty and that uid's alone; once it has
-   * ended they are root's again and read-only (0444) to every sandbox uid, in a
-   * folder that is root's (0755), so no sandbox can write or replace them.
-   */
-  function makeFiles(outs, flags, args, what) {
-    const argv = [
-      process.execPath, PERMISSION_FLAG, ...flags, '--no-warnings',
-      `--allow-fs-read=${WWW}*`, `--allow-fs-read=${tmp}/*`, ...outs.map((f) => `--allow-fs-write=${f}`),
-      SANDBOX, ...args,
-    ];
-    let uid = null;
-    let cmd = argv[0];
-    let cmdArgs = argv.slice(1);
-    if (isRoot()) {
-      uid = takeUid();
-      if (uid === null) return Promise.reject(new Error(`the ${what} could not be made: no sandbox uid is free`));
-      for (const f of outs) {
-        fs.writeFileSync(f, '', { mode: 0o600 });
-        fs.chownSync(f, uid, uid);
-      }
-      // Its files are written by it: no file-size limit.
-      ({ cmd, args: cmdArgs } = jailCommand(argv, [], { uid, bwrap: false, rlimits: { fsize: 'unlimited' } }));
-    }
-    return new Promise((resolve, reject) => {
-      const child = spawn(cmd, cmdArgs, { stdio: ['ignore', 'ignore', 'pipe'], env: {}, cwd: '/' });
-      let err = '';
-      child.stderr.on('data', (d) => { if (err.length < 8000) err += d; });
-      child.on('error', (e) => { err += String(e); });
-      child.on('close', (code) => {
-        releaseUid(uid);
-        const made = code === 0 && outs.every((f) => fs.existsSync(f) && (uid === null || fs.statSync(f).size > 0));
-        for (const f of outs) {
-          try {
-            if (uid !== null) fs.chownSync(f, 0, 0);
-            fs.chmodSync(f, 0o444);
-          } catch { /* not made */ }
-        }
-        if (made) resolve();
-        else reject(new Error(`the ${what} could not be made: ${err.slice(-2000)}`));
-      });
-    });
-  }
-
-  // The files every sandbox reads, made before any sandbox starts and read-only to
-  // them: the interpreter snapshot it restores from (with its index of non-zero
-  // pages), then the code cache of Pyodide's JS (made by a sandbox's own start,
-  // with a sandbox's flags). The grading threads restore the same snapshot.
+  // The files every sandbox reads, read-only to them: the interpreter snapshot it
+  // restores from (with its index of non-zero pages and the labs' learner sides),
+  // and the code cache of Pyodide's JS for a sandbox's flags. The build's
+  // (snapshot.mjs, made once per build) when it is this pinned grader's: copied into
+  // the pool's folder (a build made while the pool runs changes nothing it restores);
+  // else made for this run, as trusted steps (no learner code), and said. The
+  // grading threads restore the same snapshot.
   async function makeSnapshot() {
-    // The labs' Python sides, from the registry: the snapshot imports them, and
-    // every sandbox reads them (it holds no grader to ask). Their learner sides
-    // only: a lab's store (store_py) is the grading thread's, never a sandbox's.
-    const labs = JSON.parse(grader.labs()).map(({ id }) => ({ id, bridge_py: labInfo(id).bridge_py }));
-    fs.writeFileSync(labsFileOf(snapshotFile), JSON.stringify(labs), { mode: 0o444 });
     if (sandboxScript !== SANDBOX) {
       // A test's sandbox program: the files it may read exist, empty.
+      fs.writeFileSync(labsFileOf(snapshotFile), JSON.stringify(labsOf(grader)), { mode: 0o444 });
       for (const f of [snapshotFile, runsFileOf(snapshotFile)]) fs.writeFileSync(f, '');
       return;
     }
-    await makeFiles([snapshotFile, runsFileOf(snapshotFile)], [], ['--make-snapshot', snapshotFile], 'interpreter snapshot');
-    await makeFiles([codeCacheFile], sandboxNodeFlags(sharedCores), ['--make-code-cache', snapshotFile, codeCacheFile], 'code cache');
+    const fit = fits(snapshotDir, graderDir, jobs);
+    const copied = (names) => {
+      try {
+        for (const [from, to] of names) {
+          fs.copyFileSync(path.join(snapshotDir, from), to);
+          fs.chmodSync(to, 0o444);
+        }
+        return true;
+      } catch {
+        return false; // a build replacing it this moment: made here instead
+      }
+    };
+    let snapshotMade = false;
+    if (!(fit.snapshot && copied(snapshotFiles().map((f) => [f, path.join(tmp, f)])))) {
+      warn(`${fit.why || 'the build\'s snapshot could not be read'}: made again for this run (./lab build makes it once)`);
+      await makeSnapshotIn(tmp, labsOf(grader));
+      snapshotMade = true;
+    }
+    if (!(fit.codeCache && !snapshotMade && copied([[codeCacheName(jobs), codeCacheFile]]))) {
+      await makeCodeCacheIn(tmp, jobs);
+    }
   }
 
   function labInfo(lab) {
@@ -425,17 +400,31 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     slot.thread = thread;
     slot.threadUp = false;
     slot.threadError = null;
+    // Its courier store (an interpreter of its own) is loaded when a submission of a
+    // lab with a store is to come: asked (`load-stores`) before one is handed over,
+    // so the load's CPU is no submission's.
+    slot.storesUp = false;
+    slot.storesAsked = false;
     thread.on('message', (m) => {
       if (slot.thread !== thread || !m) return;
       if (m.t === 'up') {
         slot.threadUp = true;
-        slot.threadFailures = 0;
         slot.task = typeof m.task === 'string' ? m.task : null;
+        // A thread replacing one that graded with its store: the next is likely such a
+        // submission too. Up once its store is, then (a store that never loads is a
+        // thread that never starts).
+        if (slot.wantsStores || queue.some(needsStore)) askStores(slot);
+        else slot.threadFailures = 0;
         if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
+      } else if (m.t === 'stores-up') {
+        slot.storesUp = true;
+        slot.threadFailures = 0;
+        pump();
       } else if (m.t === 'ready') onReady(slot, m);
       else if (m.t === 'graded' && slot.job && m.id === slot.job.id) {
         if (m.storeSubmissions > 1) stats.storeReuses++;
         // Its store ran this submission's SQL: no other submission meets it.
+        slot.wantsStores = Boolean(m.retire);
         if (m.retire && !closed) replaceThread(slot);
         finish(slot, m);
       }
@@ -449,17 +438,29 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       if (slot.job) finish(slot, { failure: slot.threadError || 'the grading thread ended' });
       if (slot.spare) { discard(slot.spare); slot.spare = null; }
       if (closed) return;
-      if (slot.threadUp) startThread(slot);
+      if (slot.threadUp && !(slot.storesAsked && !slot.storesUp)) startThread(slot);
       else threadFailed(slot, `the grading thread did not start: ${slot.threadError || 'it ended'}`);
     });
   }
 
   // --- jobs ----------------------------------------------------------------
 
+  const needsStore = (job) => Boolean(labInfo(job.lab).store);
+  function askStores(slot) {
+    if (slot.storesAsked || !slot.thread) return;
+    slot.storesAsked = true;
+    slot.thread.postMessage({ t: 'load-stores' });
+  }
+
   function pump() {
     for (const slot of slots) {
       if (!queue.length) return;
-      if (!slot.job && slot.thread && slot.spare?.ready) start(slot, queue.shift());
+      if (slot.job || !slot.thread || !slot.threadUp) continue;
+      if (needsStore(queue[0]) && !slot.storesUp) {
+        askStores(slot);
+        continue;
+      }
+      if (slot.spare?.ready) start(slot, queue.shift());
     }
   }
 
@@ -590,6 +591,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       slot.up = new Promise((resolve, reject) => { slot.resolveUp = resolve; slot.rejectUp = reject; });
       slots.push(slot);
       startThread(slot);
+      // Its first sandbox starts beside the thread (awaited once the thread is up).
+      spawnSandbox(slot);
     }
     await Promise.all(slots.map((s) => s.up));
   })();
