@@ -197,9 +197,9 @@ async function main() {
   // The grading CLI's interpreter snapshot of www/pkg's grader, made once per build
   // (grader/snapshot.mjs; issue 39), and only when the one there is not this build's.
   if (PKG === WWW_PKG) {
-    const { buildSnapshot, fits, SNAPSHOT_DIR } = await import('./grader/snapshot.mjs');
+    const { buildSnapshot, complete, SNAPSHOT_DIR } = await import('./grader/snapshot.mjs');
     const t1 = performance.now();
-    const stale = [1, 2].some((jobs) => !fits(SNAPSHOT_DIR, null, jobs).codeCache);
+    const stale = !complete(SNAPSHOT_DIR);
     if (stale) await buildSnapshot(SNAPSHOT_DIR);
     console.log(`build: ${path.relative(process.cwd(), SNAPSHOT_DIR) || '.'}, the grading CLI's interpreter snapshot: `
       + (stale ? `made in ${((performance.now() - t1) / 1000).toFixed(1)} s` : 'this build\'s already'));

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CLI_LIMIT_FACTOR } from './pool.mjs';
 import { GRADER_MARKER, newSecret, PACKAGED_SECRET_FILE } from './hidden.mjs';
+import { buildSnapshot, complete, SNAPSHOT_DIR } from './snapshot.mjs';
 import { loadGrader } from '../host/node_host.mjs';
 import { callerDir, parseOrExit } from './args.mjs';
 import { DEFAULT_IMAGE, PACKAGE } from './commands.mjs';
@@ -38,6 +39,7 @@ const GRADER_FILES = [
   'grader/platform.mjs', 'grader/pool.mjs', 'grader/output.mjs', 'grader/sandbox_command.mjs', 'grader/sandbox_procs.mjs',
   'grader/spawner_client.mjs', 'grader/submissions.mjs', 'grader/frames.mjs', 'grader/jail.mjs', 'grader/procfs.mjs', 'grader/python.mjs',
   'grader/wasm_memcap.mjs', 'grader/sandbox.mjs', 'grader/spawner.mjs', 'grader/grader_thread.mjs', 'grader/hidden.mjs', 'grader/args.mjs', 'grader/formats.mjs',
+  'grader/snapshot.mjs', 'grader/place.mjs',
   'host/engine.mjs', 'host/node_host.mjs', 'host/solution_runner.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];
 const PYODIDE = 'node_modules/pyodide';
@@ -45,7 +47,7 @@ const PYODIDE = 'node_modules/pyodide';
 const PYODIDE_UNUSED = /\.(map|d\.ts|html)$|^README/;
 
 /** Copies the grader into `dest`, laid out as under www/ (its modules find each other so). */
-export function copyGrader(dest) {
+export async function copyGrader(dest) {
   for (const f of GRADER_FILES) {
     const from = path.join(WWW, f);
     if (!fs.existsSync(from)) throw new Error(`${from} is missing: build the grader first (./lab build)`);
@@ -56,6 +58,13 @@ export function copyGrader(dest) {
   for (const name of fs.readdirSync(path.join(WWW, PYODIDE))) {
     if (!PYODIDE_UNUSED.test(name)) fs.copyFileSync(path.join(WWW, PYODIDE, name), path.join(dest, PYODIDE, name));
   }
+  // The interpreter snapshot of this grader, made once (snapshot.mjs: the build's when
+  // it is this grader's, else made now), so the package's runs restore it and never
+  // make one; its code caches serve a platform whose Node is this one (another Node
+  // makes its own at each run's start).
+  if (!complete(SNAPSHOT_DIR)) await buildSnapshot(SNAPSHOT_DIR);
+  fs.mkdirSync(path.join(dest, 'snapshot'));
+  for (const name of fs.readdirSync(SNAPSHOT_DIR)) fs.copyFileSync(path.join(SNAPSHOT_DIR, name), path.join(dest, 'snapshot', name));
   // pkg/delivery_lab.js is an ES module with a .js name.
   fs.writeFileSync(path.join(dest, 'package.json'), `${JSON.stringify({ private: true, type: 'module' }, null, 2)}\n`);
   // The mark of a packaged grader: platform.mjs, run as root, makes only such a
@@ -184,7 +193,7 @@ export async function writePackage(o) {
         VISIBILITY: o.untilPublished ? 'after_published (shown once the grades are published)' : 'after_due_date (shown after the due date)',
         HIDDEN_STATUSES: o.hiddenStatuses ?? 'each',
       };
-      copyGrader(path.join(stage, 'grader'));
+      await copyGrader(path.join(stage, 'grader'));
       writeFile(path.join(stage, 'setup.sh'), fill('gradescope', 'setup.sh', vars), { exec: true });
       writeFile(path.join(stage, 'run_autograder'), fill('gradescope', 'run_autograder', vars), { exec: true });
       writeFile(path.join(stage, 'README.md'), fill('gradescope', 'README.md', vars));
@@ -223,7 +232,7 @@ export async function writePackage(o) {
     writeFile(path.join(q, 'question.html'), questionHtml(lab, marked));
     writeFile(path.join(q, 'starter.py'), lab.starter_py);
     writeFile(path.join(q, 'tests', 'run.sh'), fill('prairielearn', 'run.sh', vars), { exec: true });
-    copyGrader(path.join(o.out, 'serverFilesCourse', 'delivery-lab'));
+    await copyGrader(path.join(o.out, 'serverFilesCourse', 'delivery-lab'));
     writeFile(path.join(o.out, 'README.md'), fill('prairielearn', 'README.md', vars));
     return [q, path.join(o.out, 'serverFilesCourse', 'delivery-lab')];
   }
@@ -233,7 +242,7 @@ export async function writePackage(o) {
   writeFile(path.join(o.out, 'bin', 'run.sh'), fill('exercism', 'run.sh', vars), { exec: true });
   writeFile(path.join(o.out, 'Dockerfile'), fill('exercism', 'Dockerfile', vars));
   writeFile(path.join(o.out, 'README.md'), fill('exercism', 'README.md', vars));
-  copyGrader(path.join(o.out, 'grader'));
+  await copyGrader(path.join(o.out, 'grader'));
   for (const l of labs) {
     const ex = path.join(o.out, 'exercises', l.id);
     const solution = `${l.id.replaceAll('-', '_')}.py`;

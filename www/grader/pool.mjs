@@ -24,9 +24,9 @@ import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import {
-  codeCacheName, fits, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles,
+  codeCacheName, fits, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
 } from './snapshot.mjs';
-import { SANDBOX, sandboxCommand } from './sandbox_command.mjs';
+import { SANDBOX, sandboxCommand, tiersUp } from './sandbox_command.mjs';
 import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
 import { closeFd, spawnerOf } from './spawner_client.mjs';
 import { precheck } from './submissions.mjs';
@@ -128,12 +128,16 @@ function abortError() {
  *                               thread's start fails (its grader's folder does not exist)
  * @param {string} [o.pkgDir]    the grader's folder (default www/pkg): copied at the
  *                               start, and only that copy is graded with
+ * @param {string} [o.lab]     the lab most of its submissions will be (./lab grade's --lab):
+ *                               its sandboxes start with that lab's flags (tiersUp), and
+ *                               its grading threads load that lab's store when it has one
+ *                               as they start (else when a submission of it comes)
  * @param {string} [o.snapshotDir] the build's interpreter snapshot (default www/snapshot,
  *                               snapshot.mjs): used when it is that grader's, else one is
  *                               made for this pool, with a warning
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR } = {}) {
+  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR, lab: poolLab = null } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -179,12 +183,11 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   for (const [, file] of Object.entries(graderFiles(pkgDir))) fs.copyFileSync(file, path.join(graderDir, path.basename(file)));
   const spawner = spawnerOf(tmp);
   const snapshotFile = path.join(tmp, SNAPSHOT_NAME);
-  const codeCacheFile = path.join(tmp, codeCacheName(jobs));
+  // A sandbox's code cache, for its flags: with the optimizing tier or not (tiersUp).
+  const codeCacheFileOf = (tierUp) => (sandboxScript === SANDBOX ? path.join(tmp, codeCacheName(jobs, tierUp)) : null);
   const sharedCores = jobs > 1;
-  // Each sandbox's command line is its own (its uid): made at each start, from these.
-  const commandOptions = {
-    script: sandboxScript, memoryMb, snapshotFile, codeCacheFile: sandboxScript === SANDBOX ? codeCacheFile : null, sharedCores, jailed: sandbox,
-  };
+  // Each sandbox's command line is its own (its uid, its flags): made at each start, from these.
+  const commandOptions = { script: sandboxScript, memoryMb, snapshotFile, sharedCores, jailed: sandbox };
   // The uids this pool's sandboxes hold (all of them free again once it is closed),
   // and its sandboxes' processes not ended yet.
   const poolUids = new Set();
@@ -204,7 +207,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       for (const f of [snapshotFile, runsFileOf(snapshotFile)]) fs.writeFileSync(f, '');
       return;
     }
-    const fit = fits(snapshotDir, graderDir, jobs);
+    const key = snapshotKey(graderDir);
+    const fit = fits(snapshotDir, graderDir, jobs, false, key);
     const copied = (names) => {
       try {
         for (const [from, to] of names) {
@@ -222,8 +226,21 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       await makeSnapshotIn(tmp, labsOf(grader));
       snapshotMade = true;
     }
-    if (!(fit.codeCache && !snapshotMade && copied([[codeCacheName(jobs), codeCacheFile]]))) {
-      await makeCodeCacheIn(tmp, jobs);
+    await Promise.all([false, true].map(async (tierUp) => {
+      const name = codeCacheName(jobs, tierUp);
+      if (snapshotMade || !fits(snapshotDir, graderDir, jobs, tierUp, key).codeCache || !copied([[name, path.join(tmp, name)]])) {
+        await makeCodeCacheIn(tmp, jobs, tierUp);
+      }
+    }));
+  }
+
+  /** The pool's lab (`lab`) as the registry describes it; null when none was given
+   *  or the registry has no such lab (its submissions are refused as before). */
+  function poolLabInfo() {
+    try {
+      return labInfo(poolLab ?? firstLab(grader));
+    } catch {
+      return null;
     }
   }
 
@@ -244,7 +261,13 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     let uid = null;
     if (startFault?.()) command = { cmd: '/nonexistent/delivery-lab-start-fault', args: [] };
     else if (isRoot() && (uid = takeUid()) === null) command = { cmd: '/nonexistent/no-free-sandbox-uid', args: [] };
-    else command = sandboxCommand({ ...commandOptions, uid });
+    else {
+      // Its flags for the lab it will most likely grade: the next queued submission's,
+      // else the one running's, else the pool's (`lab`).
+      const next = queue[0]?.lab ?? slot.job?.lab;
+      const tierUp = tiersUp(next ? labInfo(next) : poolLabInfo());
+      command = sandboxCommand({ ...commandOptions, tierUp, codeCacheFile: codeCacheFileOf(tierUp), uid });
+    }
     if (uid !== null) poolUids.add(uid);
     const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args, uid);
     const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
@@ -413,7 +436,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
         // A thread replacing one that graded with its store: the next is likely such a
         // submission too. Up once its store is, then (a store that never loads is a
         // thread that never starts).
-        if (slot.wantsStores || queue.some(needsStore)) askStores(slot);
+        if (slot.wantsStores || queue.some(needsStore) || poolLabInfo()?.store) askStores(slot);
         else slot.threadFailures = 0;
         if (slot.spare) { slot.spare.awaited = false; awaitSpare(slot); } else spawnSandbox(slot);
       } else if (m.t === 'stores-up') {

@@ -16,19 +16,28 @@ export const SANDBOX_READS = [
   `${WWW}host/engine.mjs`, `${WWW}host/solution_runner.py`, `${WWW}node_modules/pyodide`,
 ];
 
+/** A lab whose time limit is at least this many seconds runs long enough for V8's
+ *  optimizing tier to pay: its sandboxes start with it (`tierUp`). Measured with the
+ *  courier lab's reference (limit 20 s): its sandbox's run about 9-11 -> 6-8 s of CPU;
+ *  lab 1's (8 s) is cheaper without it (below). */
+export const TIER_UP_FROM_S = 15;
+/** Whether a sandbox for a lab of this registry entry starts with the optimizing tier. */
+export const tiersUp = (labInfo) => Boolean(labInfo && labInfo.time_limit_s >= TIER_UP_FROM_S);
+
 /**
  * Node's flags of a sandbox, past its permissions. The pool's code-cache step runs
  * with the same ones: V8 takes a code cache only from a process with its own flags.
  */
-export function sandboxNodeFlags(sharedCores) {
+export function sandboxNodeFlags(sharedCores, tierUp = false) {
   return [
     '--disallow-code-generation-from-strings',
     '--max-old-space-size=768',
     '--no-warnings',
     // A sandbox lives for one submission: optimizing Pyodide's hot functions in the
-    // background (V8's TurboFan tier-up) costs more CPU than it saves in one run
-    // (measured with bench.mjs: about 800 -> 260 ms of CPU for lab 1's run).
-    '--liftoff-only',
+    // background (V8's TurboFan tier-up) costs more CPU than it saves in one short
+    // run (measured with bench.mjs: about 800 -> 260 ms of CPU for lab 1's run), but
+    // pays in a long one (tierUp: TIER_UP_FROM_S).
+    ...(tierUp ? [] : ['--liftoff-only']),
     // Pyodide's 9.6 MB of wasm compiled, and validated, a function at a time when
     // first called rather than all of it at the start: a submission calls a small
     // part of it (measured, spawn to ready: 60-90 ms less CPU per start, a run's CPU
@@ -55,7 +64,7 @@ export function sandboxNodeFlags(sharedCores) {
  * Under root `uid` is the sandbox's own (sandboxUid(); one is taken when not given).
  * Returns { cmd, args, uid }.
  */
-export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, jailed = true, uid }) {
+export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, tierUp = false, jailed = true, uid }) {
   const files = snapshotFile ? [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile)] : [];
   if (codeCacheFile) files.push(codeCacheFile);
   const reads = [...SANDBOX_READS, ...files, ...(script === SANDBOX ? [] : [script])];
@@ -63,7 +72,7 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
     process.execPath,
     PERMISSION_FLAG,
     ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
-    ...sandboxNodeFlags(sharedCores),
+    ...sandboxNodeFlags(sharedCores, tierUp),
     script, String(memoryMb), snapshotFile ?? '', ...(codeCacheFile ? [codeCacheFile] : []),
   ];
   if (!jailed && !isRoot() && jailProblem({ bwrap: false })) return { cmd: argv[0], args: argv.slice(1), uid: null };

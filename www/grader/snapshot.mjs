@@ -8,8 +8,9 @@
 //   www/snapshot/pyodide.snapshot            Pyodide's memory with the bridge imported
 //   www/snapshot/pyodide.snapshot.runs       its index of non-zero pages (python.mjs)
 //   www/snapshot/pyodide.snapshot.labs.json  the labs' learner sides (from the grader)
-//   www/snapshot/pyodide.code-cache-N        V8's code cache of Pyodide's JS, for a
-//                                            sandbox's flags with N jobs' worth (1, 2+)
+//   www/snapshot/pyodide.code-cache-N[-tiered]  V8's code cache of Pyodide's JS, for
+//                                            a sandbox's flags: N jobs' worth (1, 2+), and
+//                                            with the optimizing tier (sandbox_command.mjs)
 //   www/snapshot/key.json                    what they were made from (snapshotKey)
 //
 // A snapshot belongs to: the WASM grader (the labs' Python sides come from it),
@@ -36,12 +37,16 @@ const WWW = fileURLToPath(new URL('../', import.meta.url));
 export const SNAPSHOT_DIR = path.join(WWW, 'snapshot');
 export const SNAPSHOT_NAME = 'pyodide.snapshot';
 export const KEY_FILE = 'key.json';
-/** The code cache for a pool of `jobs` (a sandbox's flags differ with shared cores). */
-export const codeCacheName = (jobs) => `pyodide.code-cache-${jobs > 1 ? 2 : 1}`;
+/** The code cache for a sandbox of a pool of `jobs` (its flags differ with shared
+ *  cores), with the optimizing tier or not (`tierUp`). */
+export const codeCacheName = (jobs, tierUp = false) => `pyodide.code-cache-${jobs > 1 ? 2 : 1}${tierUp ? '-tiered' : ''}`;
+/** Every sandbox's flags a build makes a code cache for. */
+export const FLAVOURS = Object.freeze([1, 2].flatMap((jobs) => [false, true].map((tierUp) => ({ jobs, tierUp }))));
 /** The snapshot's files, by name, in a folder. */
 export const snapshotFiles = () => [SNAPSHOT_NAME, path.basename(runsFileOf(SNAPSHOT_NAME)), path.basename(labsFileOf(SNAPSHOT_NAME))];
 
-// The code that makes or restores the snapshot, and the Python it holds.
+// The code that makes or restores the snapshot, and the host's Python it holds (the
+// labs' Python sides come from the grader's WASM).
 const MAKERS = ['grader/python.mjs', 'grader/sandbox.mjs', 'grader/wasm_memcap.mjs', 'host/engine.mjs', 'host/solution_runner.py'];
 
 const sha = () => crypto.createHash('sha256');
@@ -54,7 +59,7 @@ function hashFile(h, file) {
 /**
  * What a snapshot made now from the grader in `graderDir` (www/pkg when null) would
  * be made of, as one hash: the grader's WASM and JS, Pyodide's version and the size of
- * its binary, the host's Python files, and the code that makes and restores it.
+ * its binary, and MAKERS (the host's Python file, the code that makes and restores it).
  */
 export function snapshotKey(graderDir = null) {
   const h = sha();
@@ -63,14 +68,13 @@ export function snapshotKey(graderDir = null) {
   hashFile(h, js);
   const pyodide = JSON.parse(fs.readFileSync(path.join(PYODIDE_DIR, 'package.json'), 'utf8')).version;
   h.update(`pyodide ${pyodide} ${fs.statSync(path.join(PYODIDE_DIR, 'pyodide.asm.wasm')).size}\0`);
-  const host = path.join(WWW, 'host');
-  for (const f of fs.readdirSync(host).filter((n) => n.endsWith('.py')).sort()) hashFile(h, path.join(host, f));
   for (const f of MAKERS) hashFile(h, path.join(WWW, f));
   return h.digest('hex');
 }
 
 /** A code cache's key: its snapshot's, Node's version and a sandbox's flags. */
-export const codeCacheKey = (key, jobs) => sha().update(`${key}\0${process.version}\0${sandboxNodeFlags(jobs > 1).join(' ')}`).digest('hex');
+export const codeCacheKey = (key, jobs, tierUp = false) => sha()
+  .update(`${key}\0${process.version}\0${sandboxNodeFlags(jobs > 1, tierUp).join(' ')}`).digest('hex');
 
 /** What `dir` holds (its KEY_FILE), or null. */
 export function builtKey(dir) {
@@ -83,16 +87,17 @@ export function builtKey(dir) {
 
 /**
  * Which of a built snapshot's files fit the grader in `graderDir`: { snapshot, codeCache }
- * (booleans; a code cache only with its snapshot), and `why` not, for a message.
+ * (booleans; a code cache, for `jobs` and `tierUp`, only with its snapshot), and `why`
+ * not, for a message.
  */
-export function fits(dir, graderDir, jobs, key = snapshotKey(graderDir)) {
+export function fits(dir, graderDir, jobs, tierUp = false, key = snapshotKey(graderDir)) {
   const built = builtKey(dir);
   if (!built) return { snapshot: false, codeCache: false, why: `${dir} holds no snapshot` };
   if (built.snapshot !== key || !snapshotFiles().every((f) => fs.existsSync(path.join(dir, f)))) {
     return { snapshot: false, codeCache: false, why: `the snapshot in ${dir} was made for another build` };
   }
-  const name = codeCacheName(jobs);
-  const codeCache = built.codeCaches?.[name] === codeCacheKey(key, jobs) && fs.existsSync(path.join(dir, name));
+  const name = codeCacheName(jobs, tierUp);
+  const codeCache = built.codeCaches?.[name] === codeCacheKey(key, jobs, tierUp) && fs.existsSync(path.join(dir, name));
   return { snapshot: true, codeCache, why: codeCache ? '' : `its code cache was made for another Node or other flags (${process.version})` };
 }
 
@@ -151,11 +156,17 @@ export async function makeSnapshotIn(dir, labs) {
   await makeFiles(dir, [file, runsFileOf(file)], [], ['--make-snapshot', file], 'interpreter snapshot');
 }
 
-/** Makes the code cache for `jobs` in `dir` (a sandbox's own start, with a sandbox's flags). */
-export async function makeCodeCacheIn(dir, jobs) {
-  const out = path.join(dir, codeCacheName(jobs));
-  await makeFiles(dir, [out], sandboxNodeFlags(jobs > 1), ['--make-code-cache', path.join(dir, SNAPSHOT_NAME), out], 'code cache');
+/** Makes the code cache for `jobs` and `tierUp` in `dir` (a sandbox's own start, with a sandbox's flags). */
+export async function makeCodeCacheIn(dir, jobs, tierUp = false) {
+  const out = path.join(dir, codeCacheName(jobs, tierUp));
+  await makeFiles(dir, [out], sandboxNodeFlags(jobs > 1, tierUp), ['--make-code-cache', path.join(dir, SNAPSHOT_NAME), out], 'code cache');
 }
+
+/** Whether `dir` holds the snapshot and every code cache of the grader in `graderDir`. */
+export const complete = (dir, graderDir = null) => {
+  const key = snapshotKey(graderDir);
+  return FLAVOURS.every(({ jobs, tierUp }) => fits(dir, graderDir, jobs, tierUp, key).codeCache);
+};
 
 /**
  * The build's step: the snapshot and both code caches of the grader in `graderDir`
@@ -171,9 +182,9 @@ export async function buildSnapshot(dir = SNAPSHOT_DIR, graderDir = null) {
   try {
     await makeSnapshotIn(tmp, labsOf(grader));
     const codeCaches = {};
-    for (const jobs of [1, 2]) {
-      await makeCodeCacheIn(tmp, jobs);
-      codeCaches[codeCacheName(jobs)] = codeCacheKey(key, jobs);
+    for (const { jobs, tierUp } of FLAVOURS) {
+      await makeCodeCacheIn(tmp, jobs, tierUp);
+      codeCaches[codeCacheName(jobs, tierUp)] = codeCacheKey(key, jobs, tierUp);
     }
     fs.writeFileSync(path.join(tmp, KEY_FILE), `${JSON.stringify({ snapshot: key, codeCaches, node: process.version }, null, 2)}\n`, { mode: 0o444 });
   } catch (e) {
@@ -187,10 +198,9 @@ export async function buildSnapshot(dir = SNAPSHOT_DIR, graderDir = null) {
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const [what, dir = SNAPSHOT_DIR] = process.argv.slice(2);
   if (what === 'check') {
-    const f = fits(dir, null, 1);
-    const g = fits(dir, null, 2);
-    if (f.snapshot && f.codeCache && g.codeCache) process.exit(0);
-    console.error(`snapshot: ${f.why || g.why}`);
+    if (complete(dir)) process.exit(0);
+    const why = FLAVOURS.map(({ jobs, tierUp }) => fits(dir, null, jobs, tierUp).why).find(Boolean);
+    console.error(`snapshot: ${why}`);
     process.exit(1);
   } else if (what === 'make') {
     const t0 = performance.now();
