@@ -66,7 +66,8 @@ async function between(anchorRun, figure) {
   const steady = Math.abs(before - after) / Math.min(before, after) <= SPREAD;
   return { got, before, after, mean: (before + after) / 2, steady };
 }
-const verdict = (steady, text) => (steady ? text : `inconclusive (the anchor moved: the machine's load changed during it); ${text}`);
+/** `text`, or, when the anchor moved around it, `text` said to be inconclusive. */
+const verdict = (steady, text) => (steady ? text : `${text}; inconclusive: the anchor moved (the machine's load changed during it)`);
 const f = (s) => `${s.toFixed(2)} s`;
 
 if (!anchorAvailable()) {
@@ -79,20 +80,21 @@ await cli([one]);
 const anchorOne = () => anchor([lab1.reference_py], 1);
 {
   const r = await between(anchorOne, () => cli([one]));
-  console.log(`  one lab-1 file: ${f(r.got.s)} wall (goal 1.0 s: ${r.got.s <= 1 ? 'met' : 'not met'}) | anchor ${f(r.mean)} `
-    + `(${(r.got.s / r.mean).toFixed(1)}x its time) ${verdict(r.steady, '')}`.trimEnd());
+  console.log(`  one lab-1 file: ${f(r.got.s)} wall (goal 1.0 s: ${r.got.s <= 1 ? 'met' : 'not met'}) | `
+    + `${verdict(r.steady, `anchor ${f(r.mean)} (${f(r.before)} before, ${f(r.after)} after): ${(r.got.s / r.mean).toFixed(1)}x its time`)}`);
 }
 {
   const r = await between(anchorOne, () => cli(['--lab', 'courier', courierFile]));
-  console.log(`  one courier file: ${f(r.got.s)} wall (goal 5 s: ${r.got.s <= 5 ? 'met' : 'not met'}), exit ${r.got.code} `
-    + `${verdict(r.steady, `| the anchor's one file ${f(r.before)} before, ${f(r.after)} after`)}`);
+  console.log(`  one courier file: ${f(r.got.s)} wall (goal 5 s: ${r.got.s <= 5 ? 'met' : 'not met'}), exit ${r.got.code} | `
+    + `${verdict(r.steady, `the anchor's one lab-1 file ${f(r.before)} before, ${f(r.after)} after`)}`);
 }
 {
   const sources = fs.readdirSync(batch).sort().map((n) => fs.readFileSync(path.join(batch, n), 'utf8'));
   const r = await between(() => anchor(sources, 2), () => cli(['--jobs', '2', batch]));
   const pace = r.mean / r.got.s;
-  console.log(`  ${N} lab-1 files, --jobs 2: ${f(r.got.s)} wall, ${(N / r.got.s).toFixed(1)} files/s | anchor ${f(r.mean)}, `
-    + `${(N / r.mean).toFixed(1)} files/s: ${verdict(r.steady, `${pace.toFixed(2)}x the anchor's pace (goal 1.0x: ${pace >= 1 ? 'met' : 'not met'})`)}`);
+  console.log(`  ${N} lab-1 files, --jobs 2: ${f(r.got.s)} wall, ${(N / r.got.s).toFixed(1)} files/s | `
+    + `${verdict(r.steady, `anchor ${f(r.mean)} (${f(r.before)} before, ${f(r.after)} after), ${(N / r.mean).toFixed(1)} files/s: `
+      + `${pace.toFixed(2)}x the anchor's pace (goal 1.0x: ${pace >= 1 ? 'met' : 'not met'})`)}`);
 }
 // Each platform's package (./lab package), its entry on one lab-1 file as the platform runs it.
 {
@@ -116,8 +118,8 @@ const anchorOne = () => anchor([lab1.reference_py], 1);
     const run = () => timed(process.execPath, [path.join(root, 'grader', 'platform.mjs'), '--format', format, '--lab', 'deliver-once', path.dirname(one), path.join(results, 'results.json')]);
     await run(); // its first run: the package's files made root's (platform.mjs walls)
     const r = await between(anchorOne, run);
-    console.log(`  ${platform}'s package, one lab-1 file: ${f(r.got.s)} wall, exit ${r.got.code} `
-      + `${verdict(r.steady, `| the anchor's one file ${f(r.mean)}`)}`);
+    console.log(`  ${platform}'s package, one lab-1 file: ${f(r.got.s)} wall, exit ${r.got.code} | `
+      + `${verdict(r.steady, `anchor ${f(r.mean)}: ${(r.got.s / r.mean).toFixed(1)}x its time`)}`);
   }
 }
 fs.rmSync(tmp, { recursive: true, force: true });
