@@ -24,7 +24,7 @@ import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import {
-  codeCacheName, fits, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
+  codeCacheName, fits, KEY_FILE, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
 } from './snapshot.mjs';
 import { SANDBOX, sandboxCommand, tiersUp } from './sandbox_command.mjs';
 import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
@@ -207,17 +207,23 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       for (const f of [snapshotFile, runsFileOf(snapshotFile)]) fs.writeFileSync(f, '');
       return;
     }
+    const keyText = () => {
+      try { return fs.readFileSync(path.join(snapshotDir, KEY_FILE), 'utf8'); } catch { return null; }
+    };
+    const checked = keyText();
     const key = snapshotKey(graderDir);
     const fit = fits(snapshotDir, graderDir, jobs, false, key);
+    // Copied, and still the folder whose key was checked (a build moves a new one
+    // into place whole): else made here instead.
     const copied = (names) => {
       try {
         for (const [from, to] of names) {
           fs.copyFileSync(path.join(snapshotDir, from), to);
           fs.chmodSync(to, 0o444);
         }
-        return true;
+        return keyText() === checked;
       } catch {
-        return false; // a build replacing it this moment: made here instead
+        return false;
       }
     };
     let snapshotMade = false;
