@@ -563,7 +563,7 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
     const { registry, hiddenOf } = graderShared;
     const labs = JSON.parse(registry.labs()).map((l) => ({ id: l.id, title: l.title, maxScore: JSON.parse(registry.lab(l.id)).tests.length }));
     const ltiGrade = front
-      ? ({ lab, source }) => front.gradeNow({ lab, source, client: 'lti' })
+      ? ({ lab, source, platform }) => front.gradeNow({ lab, source, client: `lti:${platform}` }) // a client per LMS: the fair claim's
       : ({ lab, source }) => pool.grade({ lab, source, hidden: hiddenOf(lab, source), format: 'json' });
     ltiTool = createLtiTool({
       store: ltiStore, keys, labs, grade: ltiGrade, baseUrl: () => lti.url ?? boundUrl,

@@ -217,7 +217,7 @@ function joseError(e) {
 /**
  * The tool. store: store.mjs's; keys: keys.mjs keyRing; baseUrl(): the tool's public
  * URL (no trailing /); labs: [{id, title, maxScore}] (the engine's list); grade({lab,
- * source}) → the server's report line (its pool, or the queue); now(): ms; fetch: for
+ * source, platform}) → the server's report line (its pool, or the queue); now(): ms; fetch: for
  * the platforms' JWKS and AGS; retry: ags.mjs RETRY's fields; log(message).
  * Returns { handle(req, res, rel) → bool, pending() → Promise (the grades being sent) }.
  */
@@ -461,7 +461,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     inFlightLaunches.add(body.launch);
     let report;
     try {
-      report = await grade({ lab: l.lab, source: body.source });
+      report = await grade({ lab: l.lab, source: body.source, platform: l.issuer });
     } finally {
       inFlight -= 1;
       inFlightLaunches.delete(body.launch);
