@@ -111,7 +111,7 @@ const LTI_DIR = {
   help: 'the LTI tool\'s folder (mode 0700): its private keys (files of mode 0600), and without --queue its platforms and state',
 };
 const LTI_URL = {
-  type: 'string', value: 'URL', parse: (text, flag) => httpUrl(text, flag).replace(/\/+$/, ''), defaultText: 'http://127.0.0.1:PORT',
+  type: 'string', value: 'URL', parse: (text, flag) => new URL(httpUrl(text, flag)).href.replace(/\/+$/, ''), defaultText: 'http://127.0.0.1:PORT',
   help: 'the tool\'s public URL, as the LMS reaches it (https://lab.example): its launch, login and JWKS URLs are under it',
 };
 

@@ -30,6 +30,10 @@
 // labs only (404). A client that disconnects aborts its submission: it leaves the
 // queue, or its sandbox is killed.
 //
+// --lti (with --grading) also makes it an LTI 1.3 tool under /lti/ (grader/lti/tool.mjs,
+// docs/lms.md): launches from the platforms ./lab lti registered, deep linking, and the
+// grade this server makes sent back to the LMS.
+//
 // Whom it serves (DNS rebinding, cross-site posts): only requests whose Host is
 // 127.0.0.1, localhost or [::1] (with the port or without) or a --host NAME (421
 // otherwise, pages included); POST /grade only without an Origin header (curl, the

@@ -294,7 +294,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
   }
 
   // ---- launch
-  /** The id_token's checked claims and its platform: { claims, platform }; throws LtiError. */
+  /** The id_token's checked claims, its platform and (a resource link's) lab: { claims, platform, lab }; throws LtiError. */
   async function verifyLaunch(idToken, stateParam) {
     if (!isString(idToken)) throw new LtiError(400, 'bad_launch', 'the launch has no id_token');
     if (!isString(stateParam)) throw new LtiError(401, 'state_mismatch', 'the launch has no state');
@@ -324,6 +324,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     if (claims.azp !== undefined && claims.azp !== platform.clientId) throw new LtiError(401, 'wrong_audience', 'the id_token\'s azp is not this tool\'s client id', 'azp');
     if (!isString(claims.nonce)) throw new LtiError(400, 'bad_claim', 'nonce must be a string', 'nonce');
     checkClaims(claims, platform, launchUrl());
+    const lab = claims[LTI.messageType] === LTI.resourceLinkRequest ? labOf(claims) : null;
     // Once only: a nonce seen before (a replayed launch) is refused, whatever its state.
     if (!await store.useNonce(platform.issuer, claims.nonce, (claims.exp + CLOCK_SKEW_S) * 1000, now())) {
       throw new LtiError(401, 'nonce_replayed', 'this id_token\'s nonce was used before: a launch is accepted once');
@@ -336,7 +337,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     if (target !== undefined && state.targetLinkUri !== target && !sameTarget(state.targetLinkUri, target)) {
       throw new LtiError(400, 'wrong_target_link_uri', 'target_link_uri differs from the login initiation\'s');
     }
-    return { claims, platform };
+    return { claims, platform, lab };
   }
 
   /** The lab a resource link launches: its custom lab=ID, else ?lab=ID on its target link. */
@@ -380,7 +381,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
   };
 
   async function launch(req, res, form) {
-    const { claims, platform } = await verifyLaunch(form.get('id_token'), form.get('state'));
+    const { claims, platform, lab } = await verifyLaunch(form.get('id_token'), form.get('state'));
     counts.launches += 1;
     const common = { issuer: platform.issuer, clientId: platform.clientId, deploymentId: claims[LTI.deploymentId], sub: claims.sub ?? null, roles: claims[LTI.roles] };
     const id = crypto.randomBytes(32).toString('base64url');
@@ -392,7 +393,6 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
       return page(res, 'Pick a lab', `<h1>Pick a lab for this course</h1><form method="post" action="${html(`${base()}/lti/deep-link`)}">`
         + `<input type="hidden" name="launch" value="${html(id)}"><ul>${items}</ul></form>`, framers(platform));
     }
-    const lab = labOf(claims);
     const agsClaim = claims[LTI.ags];
     const rec = {
       ...common, type: 'resource-link', lab: lab.id, resourceLinkId: claims[LTI.resourceLink].id,

@@ -215,6 +215,9 @@ test('the IMS launch failure cases are each refused with a clear error and its s
   await refused(await launch(await idToken(platform, nonce, { claims: { [LTI.targetLinkUri]: 'https://evil.example/lti/launch' } }), state), 400, 'wrong_target_link_uri');
   await refused(await launch(await idToken(platform, nonce, { claims: { [LTI.messageType]: LTI.deepLinkingRequest, [LTI.dlSettings]: { deep_link_return_url: `${platform.url}/dl` } } }), state),
     403, 'not_staff');
+  await refused(await launch(await idToken(platform, nonce, { claims: { [LTI.messageType]: LTI.deepLinkingRequest, [LTI.roles]: [STAFF_ROLES[0]] } }), state),
+    400, 'missing_claim', 'deep_linking_settings');
+  await refused(await launch(await idToken(platform, nonce, { claims: { [LTI.custom]: { lab: 'no-such-lab' } } }), state), 400, 'unknown_lab');
   await refused(await launch('not.a.jwt', state), 400, 'malformed_token');
   // State: one this tool never issued. The nonce is taken by then (once only, whatever
   // came of the launch): the same token with its own state is a replay.
@@ -363,6 +366,19 @@ test('hostile bodies: bounded, refused with 4xx, the server stays up', async () 
   }
   const overSubmit = await fetch(`${tool.base}/lti/submit`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ launch: 'x', source: 'x'.repeat(70 * 1024) }) });
   assert.equal(overSubmit.status, 413);
+  // Seeded garbage at every endpoint: always a 4xx, never a 500, never a crash.
+  const seed = Number(process.env.LTI_FUZZ_SEED ?? 41);
+  let x = seed;
+  const rand = () => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const pieces = ['id_token=', 'state=', '&', '=', '%', '%zz', 'eyJ', '.', 'launch=', 'lab=', '{', '"', 'source', '\u0000', '\uffff', 'a'.repeat(50)];
+  for (let i = 0; i < 120; i++) {
+    const body = Array.from({ length: 1 + Math.floor(rand() * 12) }, () => pieces[Math.floor(rand() * pieces.length)]).join('');
+    const where = ['/lti/launch', '/lti/login', '/lti/deep-link', '/lti/submit'][i % 4];
+    const type = rand() < 0.5 ? 'application/x-www-form-urlencoded' : 'application/json';
+    const r = await fetch(`${tool.base}${where}`, { method: 'POST', headers: { 'Content-Type': type }, body });
+    assert.ok(r.status >= 400 && r.status < 500, `seed ${seed}: ${where} ${type} ${JSON.stringify(body)} -> ${r.status}`);
+    assert.ok(typeof (await r.json()).code === 'string');
+  }
   assert.equal((await fetch(`${tool.base}/lti/launch`)).status, 405);
   assert.equal((await fetch(`${tool.base}/lti/nothing`, { method: 'POST' })).status, 404);
   assert.equal((await fetch(`${tool.base}/lti/jwks`)).status, 200, 'still up');
