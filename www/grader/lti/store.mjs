@@ -17,9 +17,10 @@
 //   removePlatform(issuer, clientId) → bool
 //   listPlatforms() → [p]
 //   platformsOf(issuer) → [p]                  (a platform is an issuer and a client id)
-//   putState(state, rec, expiresMs)            takeState(state, nowMs) → rec | null (once)
+//   putState(state, rec, expiresMs, nowMs) → false past MAX_LIVE_STATES
+//                                              takeState(state, nowMs) → rec | null (once)
 //   useNonce(issuer, nonce, expiresMs, nowMs) → true the first time, false after
-//   putLaunch(id, rec, expiresMs)              getLaunch(id, nowMs) → rec | null
+//   putLaunch(id, rec, expiresMs, nowMs)       getLaunch(id, nowMs) → rec | null
 //   getLineItem(key) → url | null              putLineItem(key, url)
 //   addGrade(rec) → id                         updateGrade(id, patch)
 //   listGrades({ limit }) → [rec], newest last
@@ -33,6 +34,10 @@ export const PLATFORM_FIELDS = Object.freeze(['issuer', 'clientId', 'deploymentI
 
 /** How many grade records a file store keeps (the oldest go first); PostgreSQL keeps all. */
 export const FILE_GRADES_KEPT = 10_000;
+
+/** Login initiations waiting for their launch, at most: anyone may start one, so a flood
+ *  of them is refused (putState false: 429) instead of growing the store. */
+export const MAX_LIVE_STATES = 5000;
 
 /** The folder's files. */
 export const STORE_FILES = Object.freeze({ platforms: 'platforms.json', state: 'state.json' });
@@ -61,7 +66,7 @@ export function ensurePrivateDir(dir) {
   return dir;
 }
 
-export function createFileStore(dir) {
+export function createFileStore(dir, { maxLiveStates = MAX_LIVE_STATES } = {}) {
   ensurePrivateDir(dir);
   const platformsFile = path.join(dir, STORE_FILES.platforms);
   const stateFile = path.join(dir, STORE_FILES.state);
@@ -120,7 +125,12 @@ export function createFileStore(dir) {
     },
     async listPlatforms() { return loadPlatforms().map(pick); },
     async platformsOf(issuer) { return loadPlatforms().filter((x) => x.issuer === issuer).map(pick); },
-    putState: (state, rec, expiresMs) => change((d) => { d.states[state] = { rec, expiresMs }; }),
+    putState: (state, rec, expiresMs, nowMs) => change((d) => {
+      prune(d.states, nowMs);
+      if (Object.keys(d.states).length >= maxLiveStates) return false;
+      d.states[state] = { rec, expiresMs };
+      return true;
+    }),
     takeState: (state, nowMs) => change((d) => {
       prune(d.states, nowMs);
       const hit = Object.hasOwn(d.states, state) ? d.states[state] : null;
@@ -134,7 +144,10 @@ export function createFileStore(dir) {
       d.nonces[key] = { expiresMs };
       return true;
     }),
-    putLaunch: (id, rec, expiresMs) => change((d) => { d.launches[id] = { rec, expiresMs }; }),
+    putLaunch: (id, rec, expiresMs, nowMs) => change((d) => {
+      prune(d.launches, nowMs);
+      d.launches[id] = { rec, expiresMs };
+    }),
     async getLaunch(id, nowMs) {
       await chain;
       const hit = Object.hasOwn(s.launches, id) ? s.launches[id] : null;
@@ -184,7 +197,7 @@ const rowPlatform = (r) => ({
   issuer: r.issuer, clientId: r.client_id, deploymentIds: r.deployment_ids, authUrl: r.auth_url, tokenUrl: r.token_url, jwksUrl: r.jwks_url,
 });
 
-export async function createPgStore(connectionString) {
+export async function createPgStore(connectionString, { maxLiveStates = MAX_LIVE_STATES } = {}) {
   const { SCHEMA, DB_TIMEOUTS, makePool, withPool } = await import('../queue/common.mjs');
   await withPool(connectionString, DB_TIMEOUTS.setup, (db) => db.query(LTI_SCHEMA_SQL(SCHEMA)));
   const db = makePool(connectionString, { max: 4, onError: () => {}, ...DB_TIMEOUTS.front });
@@ -204,8 +217,11 @@ export async function createPgStore(connectionString) {
     },
     async listPlatforms() { return (await one(`SELECT * FROM ${T('platforms')} ORDER BY issuer, client_id`)).map(rowPlatform); },
     async platformsOf(issuer) { return (await one(`SELECT * FROM ${T('platforms')} WHERE issuer = $1 ORDER BY client_id`, [issuer])).map(rowPlatform); },
-    async putState(state, rec, expiresMs) {
-      await db.query(`INSERT INTO ${T('states')} (state, rec, expires_ms) VALUES ($1, $2, $3)`, [state, rec, expiresMs]);
+    async putState(state, rec, expiresMs, nowMs) {
+      await db.query(`DELETE FROM ${T('states')} WHERE expires_ms <= $1`, [nowMs]);
+      const r = await db.query(`INSERT INTO ${T('states')} (state, rec, expires_ms)
+        SELECT $1, $2, $3 WHERE (SELECT count(*) FROM ${T('states')}) < $4`, [state, rec, expiresMs, maxLiveStates]);
+      return r.rowCount === 1;
     },
     async takeState(state, nowMs) {
       await db.query(`DELETE FROM ${T('states')} WHERE expires_ms <= $1`, [nowMs]);
@@ -217,7 +233,8 @@ export async function createPgStore(connectionString) {
       const r = await db.query(`INSERT INTO ${T('nonces')} (issuer, nonce, expires_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [issuer, nonce, expiresMs]);
       return r.rowCount === 1;
     },
-    async putLaunch(id, rec, expiresMs) {
+    async putLaunch(id, rec, expiresMs, nowMs) {
+      await db.query(`DELETE FROM ${T('launches')} WHERE expires_ms <= $1`, [nowMs]);
       await db.query(`INSERT INTO ${T('launches')} (id, rec, expires_ms) VALUES ($1, $2, $3)`, [id, rec, expiresMs]);
     },
     async getLaunch(id, nowMs) {

@@ -280,7 +280,9 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     const [platform] = platforms;
     const state = crypto.randomBytes(32).toString('base64url');
     const nonce = crypto.randomBytes(32).toString('base64url');
-    await store.putState(state, { issuer: platform.issuer, clientId: platform.clientId, nonce, targetLinkUri: target }, now() + lim.stateTtlS * 1000);
+    if (!await store.putState(state, { issuer: platform.issuer, clientId: platform.clientId, nonce, targetLinkUri: target }, now() + lim.stateTtlS * 1000, now())) {
+      throw new LtiError(429, 'busy', 'too many logins are waiting for their launch; try again in a minute');
+    }
     const auth = new URL(platform.authUrl);
     const q = {
       scope: 'openid', response_type: 'id_token', response_mode: 'form_post', prompt: 'none', client_id: platform.clientId,
@@ -388,7 +390,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     if (claims[LTI.messageType] === LTI.deepLinkingRequest) {
       const s = claims[LTI.dlSettings];
       await store.putLaunch(id, { ...common, type: 'deep-link', returnUrl: s.deep_link_return_url, data: typeof s.data === 'string' ? s.data : null, acceptLineItem: s.accept_lineitem !== false },
-        now() + lim.stateTtlS * 1000);
+        now() + lim.stateTtlS * 1000, now());
       const items = [...labById.values()].map((l) => `<li><button name="lab" value="${html(l.id)}">${html(l.title)}</button> <code>${html(l.id)}</code>, ${l.maxScore} points</li>`).join('');
       return page(res, 'Pick a lab', `<h1>Pick a lab for this course</h1><form method="post" action="${html(`${base()}/lti/deep-link`)}">`
         + `<input type="hidden" name="launch" value="${html(id)}"><ul>${items}</ul></form>`, framers(platform));
@@ -399,7 +401,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
       ags: agsClaim && typeof agsClaim === 'object' ? { scope: Array.isArray(agsClaim.scope) ? agsClaim.scope.filter(isString) : [],
         lineitem: isString(agsClaim.lineitem) ? agsClaim.lineitem : null, lineitems: isString(agsClaim.lineitems) ? agsClaim.lineitems : null } : null,
     };
-    await store.putLaunch(id, rec, now() + lim.launchTtlS * 1000);
+    await store.putLaunch(id, rec, now() + lim.launchTtlS * 1000, now());
     // The line item is made on the first launch, when the platform lets the tool.
     if (rec.ags && !rec.ags.lineitem && rec.ags.lineitems) {
       background(lineItemFor(rec).catch((e) => log(`line item for ${rec.resourceLinkId}: ${e.message}`)));

@@ -20,9 +20,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 import { serve } from '../serve.mjs';
-import { LTI, STAFF_ROLES } from '../lti/tool.mjs';
+import { createLtiTool, LTI, STAFF_ROLES } from '../lti/tool.mjs';
 import { keyRing, KeyFileError, RETIRED_KEPT_MS } from '../lti/keys.mjs';
 import { AGS_SCOPES } from '../lti/ags.mjs';
+import { createFileStore } from '../lti/store.mjs';
 import { main as ltiCli } from '../lti/cli.mjs';
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
@@ -382,6 +383,23 @@ test('hostile bodies: bounded, refused with 4xx, the server stays up', async () 
   assert.equal((await fetch(`${tool.base}/lti/launch`)).status, 405);
   assert.equal((await fetch(`${tool.base}/lti/nothing`, { method: 'POST' })).status, 404);
   assert.equal((await fetch(`${tool.base}/lti/jwks`)).status, 200, 'still up');
+
+  // Anyone may start a login: past the store's cap of logins waiting for a launch, 429.
+  const store = createFileStore(path.join(TMP, 'capped'), { maxLiveStates: 1 });
+  await store.addPlatform({ issuer: platform.issuer, clientId: CLIENT_ID, deploymentIds: [DEPLOYMENT], authUrl: `${platform.url}/auth`, tokenUrl: `${platform.url}/token`, jwksUrl: `${platform.url}/jwks` });
+  let base = null;
+  const capped = createLtiTool({ store, keys: keyRing(path.join(TMP, 'capped')), baseUrl: () => base, labs: [], grade: () => { throw new Error('not here'); }, log: () => {} });
+  const { server, url } = await listen((req, res) => { if (!capped.handle(req, res, new URL(`http://x${req.url}`).pathname)) { res.writeHead(404); res.end(); } });
+  base = url;
+  try {
+    const start = () => fetch(`${url}/lti/login?${new URLSearchParams({ iss: platform.issuer, login_hint: 'h', target_link_uri: `${url}/lti/launch` })}`, { redirect: 'manual' });
+    assert.equal((await start()).status, 302);
+    const flood = await start();
+    assert.equal(flood.status, 429);
+    assert.equal((await flood.json()).code, 'busy');
+  } finally {
+    server.close();
+  }
 });
 
 test('keys: the JWKS keeps a retired key until its tokens expire; key files are 0600 and refused when readable by others', async () => {

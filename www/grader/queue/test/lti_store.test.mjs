@@ -1,8 +1,9 @@
 // The LTI tool's store (grader/lti/store.mjs, issue 41): one contract, both backends,
 // the folder's files and the queue's PostgreSQL (a throwaway cluster, as the queue's
 // other tests make: about 3 s). Platforms added, changed, listed, removed; a state taken
-// once and never after it expired; a nonce used once, also when two launches race; a
-// launch found until it expires; line items; grades added, updated, listed newest last.
+// once and never after it expired; at most so many logins waiting for their launch; a
+// nonce used once, also when two launches race; a launch found until it expires; line
+// items; grades added, updated, listed newest last.
 // Here, beside the queue's tests, because the PostgreSQL backend needs a cluster; the
 // LTI tool itself is tested in grader/test/lti.test.mjs on the file store.
 import { test, before, after } from 'node:test';
@@ -41,11 +42,15 @@ async function contract(store) {
   assert.deepEqual(await store.platformsOf('https://lms2.example'), []);
 
   const t = 1_000_000;
-  await store.putState('s1', { nonce: 'n1', issuer: 'i' }, t + 100);
-  await store.putState('s2', { nonce: 'n2', issuer: 'i' }, t + 100);
+  assert.equal(await store.putState('s1', { nonce: 'n1', issuer: 'i' }, t + 100, t), true);
+  assert.equal(await store.putState('s2', { nonce: 'n2', issuer: 'i' }, t + 100, t), true);
+  assert.equal(await store.putState('s3', { nonce: 'n3', issuer: 'i' }, t + 100, t), true);
+  assert.equal(await store.putState('s4', { nonce: 'n4', issuer: 'i' }, t + 100, t), false, 'past the live states\' cap (3 here): refused');
   assert.deepEqual(await store.takeState('s1', t), { nonce: 'n1', issuer: 'i' });
   assert.equal(await store.takeState('s1', t), null, 'a state is taken once');
   assert.equal(await store.takeState('s2', t + 100), null, 'an expired state is never taken');
+  assert.equal(await store.putState('s5', { nonce: 'n5', issuer: 'i' }, t + 300, t + 100), true, 'the expired ones make room');
+  assert.deepEqual(await store.takeState('s5', t + 200), { nonce: 'n5', issuer: 'i' });
 
   assert.equal(await store.useNonce('i', 'n', t + 100, t), true);
   assert.equal(await store.useNonce('i', 'n', t + 100, t), false);
@@ -53,7 +58,7 @@ async function contract(store) {
   const raced = await Promise.all(Array.from({ length: 8 }, () => store.useNonce('i', 'race', t + 100, t)));
   assert.equal(raced.filter(Boolean).length, 1, 'of launches racing with one nonce, one wins');
 
-  await store.putLaunch('L', { lab: 'deliver-once', ags: { scope: ['x'] } }, t + 100);
+  await store.putLaunch('L', { lab: 'deliver-once', ags: { scope: ['x'] } }, t + 100, t);
   assert.deepEqual(await store.getLaunch('L', t + 99), { lab: 'deliver-once', ags: { scope: ['x'] } });
   assert.equal(await store.getLaunch('L', t + 100), null);
   assert.equal(await store.getLaunch('nope', t), null);
@@ -73,7 +78,7 @@ async function contract(store) {
 
 test('the file store keeps the contract; its files are mode 0600', async () => {
   const dir = path.join(TMP, 'files');
-  const store = createFileStore(dir);
+  const store = createFileStore(dir, { maxLiveStates: 3 });
   await contract(store);
   await store.close();
   for (const f of fs.readdirSync(dir)) assert.equal(fs.statSync(path.join(dir, f)).mode & 0o777, 0o600, f);
@@ -83,7 +88,7 @@ test('the file store keeps the contract; its files are mode 0600', async () => {
 });
 
 test('the PostgreSQL store keeps the contract', { skip: serverBinDir() ? false : 'no PostgreSQL server binaries' }, async () => {
-  const store = await createPgStore(url);
+  const store = await createPgStore(url, { maxLiveStates: 3 });
   try {
     await contract(store);
   } finally {
