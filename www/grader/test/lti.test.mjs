@@ -16,6 +16,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
+import vm from 'node:vm';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from 'jose';
@@ -182,7 +183,7 @@ const form = (fields) => ({ method: 'POST', headers: { 'Content-Type': 'applicat
 async function launch(idTokenText, state) {
   const res = await fetch(`${tool.base}/lti/launch`, form({ id_token: idTokenText, state }));
   const text = await res.text();
-  return { status: res.status, text, body: res.headers.get('content-type').startsWith('application/json') ? JSON.parse(text) : null };
+  return { status: res.status, text, headers: res.headers, body: res.headers.get('content-type').startsWith('application/json') ? JSON.parse(text) : null };
 }
 const launchIdOf = (page) => /launch:"([A-Za-z0-9_-]+)"/.exec(page)?.[1] ?? /name="launch" value="([A-Za-z0-9_-]+)"/.exec(page)?.[1];
 
@@ -244,9 +245,11 @@ test('a launch end to end: the line item made on first launch, the server grades
   const page = await launch(await idToken(platform, nonce), state);
   assert.equal(page.status, 200, page.text);
   assert.match(page.text, /Deliver once, retry right/);
-  // Framed by the LMS: its origin may frame the page.
   const launchId = launchIdOf(page.text);
   assert.ok(launchId, 'the page carries its launch');
+  new vm.Script(/<script>([\s\S]*?)<\/script>/.exec(page.text)[1]); // the page's script parses
+  // Framed by the LMS: its origin (and no other) may frame the page.
+  assert.equal(page.headers.get('content-security-policy'), `frame-ancestors 'self' ${platform.url}`);
   await tool.lti.pending();
   assert.equal(platform.lineItems.length, 1, 'the line item is made on the first launch');
   assert.deepEqual(platform.lineItems[0].resourceLinkId, 'link-1');
