@@ -234,24 +234,11 @@ fn finish(name: &str, mut r: TestReport, head: &str, replay: &str) -> TestReport
     r
 }
 
-fn shrink(learner: &mut dyn Backend, mut w: World, mut failure: TestReport) -> (World, TestReport, usize) {
-    let (mut tries, mut steps) = (0, 0);
-    'simplify: while tries < SHRINK_BUDGET {
-        for candidate in simpler(&w) {
-            tries += 1;
-            let r = check(learner, &candidate);
-            if r.status == TestStatus::Fail {
-                (w, failure) = (candidate, r);
-                steps += 1;
-                continue 'simplify;
-            }
-            if tries >= SHRINK_BUDGET {
-                break;
-            }
-        }
-        break;
-    }
-    (w, failure, steps)
+fn shrink(learner: &mut dyn Backend, w: World, failure: TestReport) -> (World, TestReport, usize) {
+    crate::shrink::shrink(w, failure, SHRINK_BUDGET, simpler, |candidate| {
+        let r = check(learner, candidate);
+        (r.status == TestStatus::Fail).then_some(r)
+    })
 }
 
 // ---- Drawing worlds ---------------------------------------------------------------

@@ -686,15 +686,18 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
     let mut wants = Vec::new();
     let claim_race = matches!(case.call, Call::Claim { .. }) && !restart;
     if !claim_race {
-        let n = match play(&mut RefBackend::new(None), case) {
-            Ok(o) => o.statements,
+        let alone = match play(&mut RefBackend::new(None), case) {
+            Ok(o) => o,
             Err(e) => return setup_failed(e),
         };
-        for k in points(n) {
+        for k in points(alone.statements) {
             match play(&mut RefBackend::new(None), &at(k)) {
                 Ok(o) => wants.push(o),
                 Err(e) => return setup_failed(e),
             }
+        }
+        if restart {
+            wants = crash_instants(wants, alone);
         }
     }
     let n = match play(learner, case) {
@@ -774,6 +777,40 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
         }
     }
     plain
+}
+
+/// Every way a correct call can end when its worker crashes at an instant of it, from
+/// the reference's call restarted at each of its statements (`restarted[j]`: at
+/// statement `j`) and its call alone: what was committed by then, and the provider
+/// calls made by then. Between two statements nothing commits, so a crash anywhere
+/// between statement `j - 1` and statement `j` leaves the tables of a restart at `j`
+/// (after the last statement: the call's own), with the provider calls up to any of
+/// those made in between (a piece may read once more after its commit and before its
+/// send: a crash there has counted the attempt and sent nothing).
+fn crash_instants(restarted: Vec<Outcome>, alone: Outcome) -> Vec<Outcome> {
+    let crashed = Err(LearnerError::Exception {
+        message: "sqlite3.OperationalError: database is restarting".into(),
+    });
+    let mut out: Vec<Outcome> = Vec::new();
+    let mut before = 0;
+    for o in restarted.into_iter().chain([Outcome {
+        returned: crashed,
+        ..alone
+    }]) {
+        let made = o.provider.len();
+        for p in before..made {
+            out.push(Outcome {
+                returned: o.returned.clone(),
+                killed: o.killed,
+                provider: o.provider[..p].to_vec(),
+                statements: o.statements,
+                after: o.after.clone(),
+            });
+        }
+        before = made;
+        out.push(o);
+    }
+    out
 }
 
 /// What races a call in `run_case_interleaved`.
