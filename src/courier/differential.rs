@@ -16,8 +16,10 @@
 //! pending action has epoch 0 and no owner; a dispatched one has an outbox row past
 //! `sending`), so that every correct way of writing a piece passes.
 //!
-//! Some worlds also race another worker's claim against the call, at each of the
-//! call's statements in turn (`units::run_case_interleaved`).
+//! Some worlds also race another worker's claim or a webhook against the call, at each
+//! of the call's statements in turn, and a few more restart the database at each of
+//! them (`units::run_case_interleaved`): the call must let the error escape and end
+//! as the reference's ends when its worker crashes at an instant of it.
 //!
 //! A failing world is shrunk (rows dropped, `cfg` back to its defaults, one at a
 //! time while it still fails), and the test reports the smallest one it found,
