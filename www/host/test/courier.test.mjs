@@ -14,7 +14,7 @@ import { REFERENCE, applyMutant, failing, loadCorrect, loadMutants, names } from
 
 // A whole run takes about 5 s of one core, and there are about 20 (8 correct styles
 // among them: the catalogue's correct solutions are what says the grader passes what
-// learners write right, so each is graded in full), beside the catalogue's 79 wrong
+// learners write right, so each is graded in full), beside the catalogue's 80 wrong
 // solutions, each run on its own test alone (below): they go to two
 // engines, each in a worker thread running this same file (a helper module under
 // test/ would itself be run as a test file). In a worker, this file is one engine:
