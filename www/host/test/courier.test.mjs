@@ -12,7 +12,7 @@ import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { loadGrader, loadNodeEngine } from '../node_host.mjs';
 import { REFERENCE, applyMutant, failing, loadCorrect, loadMutants, names } from './courier/mutants.mjs';
 
-// A whole run takes about 5 s of one core, and there are about 20 (8 correct styles
+// A whole run takes about 5 s of one core, and there are about 20 (9 correct styles
 // among them: the catalogue's correct solutions are what says the grader passes what
 // learners write right, so each is graded in full), beside the catalogue's 80 wrong
 // solutions, each run on its own test alone (below): they go to two
@@ -101,7 +101,7 @@ test('a correct solution written differently (rows by name, choices in Python, `
   assert.deepEqual(failing(await variantRun), []);
 });
 
-// Correct solutions in the styles issue 36 names (courier/correct.py): two reads,
+// Correct solutions in the styles issue 36 names (courier/correct.py): two reads, waits as floats,
 // a subquery for the CTE, explicit BEGIN/COMMIT/ROLLBACK, RETURNING, early returns
 // that commit, merge by a list, state checked in every fence, a helper class. Each
 // is the reference written otherwise and must pass everything (about 5 s of a core each).
