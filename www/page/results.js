@@ -99,7 +99,7 @@ function renderRows(rows) {
  * Ratios to a baseline of 1 as horizontal bars, grouped, with the limit as a dashed
  * line; the numbers are in the picture's description for screen readers.
  */
-function renderBars(fig) {
+export function renderBars(fig) {
   const id = `figure-${++figureIds}`;
   const W = 600, LABEL_W = 190, BAR_H = 16, GAP = 6, GROUP_GAP = 14, TOP = 26, RIGHT_TEXT = 120;
   const all = fig.groups.flatMap((g) => g.bars.map((b) => b.ratio));
@@ -143,7 +143,14 @@ function renderFigure(fig) {
   return null;
 }
 
-function renderExample(t, { onGoToLine }) {
+/** "Jump to the code": a button to the learner's function this test exercises, when the page knows it. */
+function jumpButton(t, onJumpToCode, label) {
+  if (!onJumpToCode) return null;
+  const go = onJumpToCode(t.name);
+  return go ? h('button.link.jump', { type: 'button', onclick: go.jump, 'aria-label': `${label}: jump to ${go.fn} in the editor` }, `Jump to ${go.fn}`) : null;
+}
+
+function renderExample(t, { onGoToLine, onJumpToCode }) {
   const parts = t.status === 'fail' ? failureParts(t) : null;
   const body = [];
   const figure = t.figure ? renderFigure(t.figure) : null;
@@ -182,6 +189,7 @@ function renderExample(t, { onGoToLine }) {
     h('header',
       h('span.icon', { 'aria-hidden': 'true' }, ICON[t.status] || '?'),
       h('span.name', t.name),
+      jumpButton(t, onJumpToCode, t.name),
       h('span.badge', STATUS_WORD[t.status] || t.status)),
     body.length ? h('div.body', body) : null);
 }
@@ -225,7 +233,9 @@ export function summarySentence(report, info) {
  * @param {HTMLElement} root
  * @param {object} report the engine's report
  * @param {{stopped?:string|null, stop?:object|null, ms?:number|null, limitS:number, onGoToLine?:Function,
- *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info  stop: why the runner stopped the
+ *   onJumpToCode?:(name:string)=>({fn:string, jump:Function}|null),
+ *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info  onJumpToCode: the learner's function a test
+ *   exercises (its task's), as a button on its row  stop: why the runner stopped the
  *   run ({why: 'stuck'|'slow', afterMs, calls, ...}, runner.js), when it did
  */
 export function renderReport(root, report, info) {
@@ -276,6 +286,7 @@ export function renderReport(root, report, info) {
       h('ul.hidden-tests', hidden.map((t) => h(`li.${t.status}`, { 'data-test': t.name, 'data-status': t.status },
         h('span.icon', { 'aria-hidden': 'true' }, ICON[t.status] || '?'),
         h('span.name', t.name),
-        h('span.sr', ` (${STATUS_WORD[t.status] || t.status})`))))),
+        h('span.sr', ` (${STATUS_WORD[t.status] || t.status})`),
+        jumpButton(t, info.onJumpToCode, t.name))))),
     h('p.replay', `Seed ${report.seed}.`));
 }
