@@ -122,7 +122,7 @@ function p95Table(groups, caption) {
 export function renderYourTurn(container, journey, store, { run }) {
   const y = journey.yourTurn;
   const saved = store.json('your-turn', {});
-  let pattern = y.patterns.find((p) => p.id === saved.pattern) ?? y.patterns[y.patterns.length - 1];
+  let pattern = y.patterns.find((p) => p.id === saved.pattern) ?? y.patterns[0];
   let report = null;
   const name = uid('pattern');
   const out = h('div.your-turn-out');
