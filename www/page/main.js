@@ -30,7 +30,7 @@ const state = {
   build: null, grader: null, lab: null, editor: null, runner: null,
   pythonReady: false, running: 0, lastReport: null, lastRun: null, runs: 0, unsavedSaid: false,
   // The journey (journey.js): this lab's entry in build.json's course, and its parts.
-  journey: null, predict: null, hintCounts: null, yourTurn: null,
+  journey: null, predict: null, hintCounts: null, yourTurn: null, next: null,
 };
 
 /**
@@ -444,6 +444,11 @@ function afterRun(report) {
   }
   state.predict?.reveal();
   state.yourTurn?.update(report);
+  // A full pass leads on to the next lab of the course.
+  if (report.status === 'pass' && state.next) {
+    $('results').querySelector('.summary')?.after(h('p.next-lab', 'On to the next lab: ',
+      h('a', { href: `index.html?lab=${encodeURIComponent(state.next.id)}` }, state.next.title)));
+  }
 }
 
 /** The editor at the first of `functions` the code defines (a task's, or a test's task's). */
@@ -611,6 +616,7 @@ function startJourney(build, lab) {
   const journey = course[i];
   state.journey = journey;
   const next = course[i + 1];
+  state.next = next ?? null;
   $('course-nav').append(h('span.part', `Lab ${i + 1} of ${course.length}`));
   if (next) $('course-nav').append(h('a.next', { href: `index.html?lab=${encodeURIComponent(next.id)}` }, `Next: ${next.title}`));
   const instructions = $('instructions');

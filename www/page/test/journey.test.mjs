@@ -157,6 +157,8 @@ test('lab 1 by keyboard: Predict kept and explained after the first run, hints o
   await page.waitForFunction(() => window.deliveryLab.lastReport?.status === 'pass', null, { timeout: 60_000 });
   assert.equal(await page.locator('.predict .explanation').isVisible(), true);
   assert.match(await page.locator('.predict .explanation').innerText(), /^Your answer was right\./);
+  // A full pass leads on to the next lab.
+  assert.equal(await page.locator('#results .next-lab a').getAttribute('href'), `index.html?lab=${course[1].id}`);
   // A test row's jump: the example's task's function.
   const first = page.locator('article.test.example').first();
   const { task } = engineLabs[0].tests.find((t) => t.kind === 'example');
@@ -294,8 +296,8 @@ test('both themes are axe-clean (course map, lab 1, the courier with Your turn);
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme, 'the switch was not kept');
     await page.evaluate(() => window.deliveryLab.run());
     await assertAxeClean(page, `deliver-once with results, ${theme}`);
-    const stops = await focusRings(page);
-    assert.ok(stops > 20, `${stops} tab stops`);
+    // a11y.test.mjs walks the light lab page; the dark ring is walked here.
+    if (theme === 'dark') assert.ok(await focusRings(page) > 20);
     await page.goto(url('course.html'));
     await page.evaluate(() => window.deliveryCourse.loaded);
     await assertAxeClean(page, `course map, ${theme}`);
