@@ -176,8 +176,12 @@ export function renderYourTurn(container, journey, store, { run }) {
   container.setAttribute('aria-labelledby', headingId);
   container.hidden = false;
   return {
-    /** A run from the page's own Run: its figure is drawn too. */
-    update(r) { report = r; draw(); },
+    /** Any run's report: its figure is drawn, unless it is a partial run without the fairness test. */
+    update(r) {
+      if (r.partial && !r.tests.some((t) => t.name === y.test)) return;
+      report = r;
+      draw();
+    },
     answer: q.answer,
   };
 }

@@ -184,7 +184,9 @@ function resultMessage(report, extra) {
     status: report.status,
     passed: report.passed, failed: report.failed, total: report.total,
     score: report.score, maxScore: report.max_score, xp: report.xp,
-    allPassed: report.status === 'pass' && report.total > 0 && (extra.via === 'server' || !hiddenOnServer()),
+    allPassed: report.status === 'pass' && report.total > 0 && !report.partial && (extra.via === 'server' || !hiddenOnServer()),
+    // Only some tests ran ("Run this test"): the figures are theirs alone.
+    partial: !!report.partial,
     examples: report.examples, hidden: report.hidden,
     seed: report.seed,
     message: report.message ?? null,
@@ -362,7 +364,12 @@ function startPython() {
   return ready;
 }
 
-async function runTests({ trigger = 'learner', requestId } = {}) {
+/**
+ * Runs the tests on the editor's code: all of them, or `only` those named (a test's
+ * "Run this test", Your turn's fairness load): such a report says `partial: true`,
+ * earns no XP and is no best run.
+ */
+async function runTests({ trigger = 'learner', requestId, only } = {}) {
   performance.mark('run-click');
   const runId = ++state.runs;
   const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
@@ -371,7 +378,8 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   setBusy('run', true);
   $('results').setAttribute('aria-busy', 'true');
   const source = state.editor.getCode();
-  const running = () => setStatus(`Running ${state.lab.tests.length} tests…`, 'busy');
+  const count = only ? only.length : state.lab.tests.length;
+  const running = () => setStatus(`Running ${count} test${count === 1 ? '' : 's'}…`, 'busy');
   let shown = false;
   const show = () => {
     shown = true;
@@ -391,7 +399,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   try {
     await startPython();
     if (shown) running();
-    outcome = await state.runner.run(source);
+    outcome = await state.runner.run(source, only ? { only } : {});
   } catch (e) {
     const report = JSON.parse(state.grader.error_report(LAB_ID, undefined,
       `The page could not run your code: ${e.message || e}`));
@@ -409,7 +417,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   const results = $('results');
   results.hidden = false;
   renderReport(results, report, {
-    ms, stopped, stop: outcome.stop ?? null, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), onJumpToCode: jumpFor, hiddenOnServer: hiddenOnServer(), via: 'browser',
+    ms, stopped, stop: outcome.stop ?? null, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), onJumpToCode: jumpFor, onRunOne: runOne, hiddenOnServer: hiddenOnServer(), via: 'browser',
   });
   afterRun(report);
   performance.mark('results-drawn');
@@ -418,7 +426,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   requestAnimationFrame(() => performance.mark('results-painted'));
 
   // Without the hidden tests a pass is the examples only: the XP waits for the server.
-  if (report.status === 'pass' && !hiddenOnServer()) earnXp(report);
+  if (report.status === 'pass' && !report.partial && !hiddenOnServer()) earnXp(report);
   // Results below the fold are scrolled to, without a jump when they are in view
   // (not when a host page asked for the run: its page is not ours to scroll).
   if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: scrollBehavior() });
@@ -434,9 +442,17 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   return report;
 }
 
+/** "Run this test" on a test's row: the test alone; then the focus goes back to that row's button. */
+async function runOne(name) {
+  if (busy('run')) return;
+  await runTests({ only: [name] });
+  const row = [...$('results').querySelectorAll('[data-test]')].find((el) => el.dataset.test === name);
+  row?.querySelector('button.run-one')?.focus();
+}
+
 /** After every run: the best run kept (the course map's progress), Predict's explanation opened, Your turn redrawn. */
 function afterRun(report) {
-  if (report.status !== 'error' && report.total > 0) {
+  if (report.status !== 'error' && report.total > 0 && !report.partial) {
     const best = store.json('best');
     if (!best || report.passed > best.passed || best.total !== report.total) {
       store.set('best', JSON.stringify({ passed: report.passed, total: report.total }));
@@ -625,7 +641,8 @@ function startJourney(build, lab) {
   state.predict = renderPredict(instructions, journey, store);
   if (journey.yourTurn) {
     state.yourTurn = renderYourTurn($('your-turn'), journey, store, {
-      run: () => (busy('run') ? Promise.resolve(state.lastReport) : runTests()),
+      // The fairness load alone: its test, your claim and FIFO on the same arrivals.
+      run: () => (busy('run') ? Promise.resolve(state.lastReport) : runTests({ only: [journey.yourTurn.test] })),
     });
   }
 }

@@ -168,6 +168,48 @@ test('lab 1 by keyboard: Predict kept and explained after the first run, hints o
   assert.match(await selectedLine(page), new RegExp(`^def ${fn}\\(`));
 });
 
+test('run one test from its row, by keyboard: the test alone, no XP or best run from it, the focus back on its row', LIMIT, async () => {
+  // Lab 1 passed in full in the test before; now a mutant fails some tests.
+  const xp = await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:xp'));
+  const best = await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:best'));
+  await page.evaluate((s) => window.deliveryLab.setCode(s), LAB1.replace('nx=True)', ')'));
+  // The full results of the test before: the hidden tests' buttons are one tab stop,
+  // and the arrow keys move between them.
+  assert.equal(await page.locator('ul.hidden-tests button[tabindex="0"]').count(), 1);
+  await page.locator('ul.hidden-tests button[tabindex="0"]').focus();
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowRight');
+  const hidden = engineLabs[0].tests.filter((t) => t.kind === 'hidden')[1].name;
+  const focused = await page.evaluate(() => [document.activeElement.closest('li').dataset.test, document.activeElement.className]);
+  assert.deepEqual(focused, [hidden, 'link run-one']);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((n) => window.deliveryLab.lastReport?.partial && window.deliveryLab.lastReport.tests[0].name === n, hidden, { timeout: 30_000 });
+  let report = await page.evaluate(() => window.deliveryLab.lastReport);
+  assert.deepEqual(report.tests.map((t) => t.name), [hidden]);
+  assert.equal(await page.locator('article.test.example').count(), 0);
+  assert.equal(await page.evaluate(() => document.activeElement.closest('li')?.dataset.test), hidden);
+  assert.match(await page.locator('#status').innerText(), /\(only this test ran\)/);
+  assert.equal(await page.locator('#results .note.partial').count(), 1);
+  // An example's row, after a full run.
+  await page.evaluate(() => window.deliveryLab.run());
+  const example = engineLabs[0].tests.find((t) => t.kind === 'example').name;
+  const row = page.locator('article.test.example').first();
+  assert.equal(await row.getAttribute('data-test'), example);
+  await row.locator('button.run-one').focus();
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((n) => window.deliveryLab.lastReport?.partial && window.deliveryLab.lastReport.tests[0].name === n, example, { timeout: 30_000 });
+  report = await page.evaluate(() => window.deliveryLab.lastReport);
+  assert.deepEqual([report.total, report.tests.length, report.xp], [1, 1, 0]);
+  assert.match(await page.locator('#results .summary .headline').innerText(), new RegExp(`^“${example}” (passes|failed|error)`));
+  // The focus is back on the same test's button, in the new results.
+  assert.deepEqual(await page.evaluate(() => [document.activeElement.closest('[data-test]')?.dataset.test, document.activeElement.className]),
+    [example, 'link run-one']);
+  // Neither partial run touched the XP or the best run.
+  assert.equal(await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:xp')), xp);
+  assert.equal(await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:best')), best);
+  await page.evaluate((s) => window.deliveryLab.setCode(s), LAB1);
+});
+
 test('the course map: the engine\'s labs in order, their facts and journeys, progress and XP from this device', LIMIT, async () => {
   // build.json's course is the engine's list with each lab's own facts.
   assert.deepEqual(course.map((c) => c.id), engineLabs.map((l) => l.id));
@@ -247,6 +289,10 @@ test('courier: Your turn runs the fairness load, the pattern moves the chart and
   await tabTo(page, '#your-turn button.primary');
   await page.keyboard.press('Enter');
   await turn.locator('table.p95').waitFor({ timeout: 60_000 });
+  // The fairness load alone (the engine's only): its test and nothing else.
+  const alone = await page.evaluate(() => window.deliveryLab.lastReport);
+  assert.equal(alone.partial, true);
+  assert.deepEqual(alone.tests.map((t) => t.name), [y.test]);
   const rows = () => turn.locator('table.p95 tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)));
   const burstRows = await rows();
   assert.deepEqual(burstRows.map((r) => r[0]), [y.baseline, y.patterns[burst].group]);
