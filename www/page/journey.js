@@ -14,7 +14,7 @@ const uid = (p) => `${p}-${++ids}`;
  * whose explanation shows once `reveal()` is called or the learner asks for it.
  * Returns {el, reveal, answer()}.
  */
-function choiceQuestion({ q, store, key, legend, revealLabel, className }) {
+function choiceQuestion({ q, store, key, legend, revealLabel, className, onReveal }) {
   const saved = store.json(key, {});
   const name = uid('answer');
   const explanationId = uid('explanation');
@@ -28,6 +28,7 @@ function choiceQuestion({ q, store, key, legend, revealLabel, className }) {
     explanation.hidden = false;
     button.hidden = true;
     store.set(key, JSON.stringify({ ...store.json(key, {}), revealed: true }));
+    onReveal?.();
   };
   const button = h('button.secondary', { type: 'button', onclick: reveal, 'aria-controls': explanationId }, revealLabel);
   const options = q.answers.map((text, i) => h('label.choice',
@@ -46,12 +47,30 @@ function choiceQuestion({ q, store, key, legend, revealLabel, className }) {
   return { el, reveal, answer: () => store.json(key, {}).answer ?? null };
 }
 
+/**
+ * The instructions' section under the heading `title` (up to the next heading of its
+ * level or above), folded into a <details> that `open()` opens: it answers Predict.
+ */
+function foldSection(container, title) {
+  const heading = [...container.querySelectorAll('h1, h2, h3, h4, h5, h6')].find((el) => el.textContent.trim() === title);
+  if (!heading) return null;
+  const level = Number(heading.tagName[1]);
+  const body = [];
+  for (let n = heading.nextElementSibling; n && !(/^H[1-6]$/.test(n.tagName) && Number(n.tagName[1]) <= level); n = n.nextElementSibling) body.push(n);
+  const fold = h('details.answer-section', h('summary', 'The answer to Step 1 (it opens after your first run)'));
+  heading.after(fold);
+  fold.append(...body);
+  return fold;
+}
+
 /** "Step 1 · Predict": at the top of the instructions; returns {reveal, answer()}. */
 export function renderPredict(container, journey, store) {
+  const fold = journey.predict.section ? foldSection(container, journey.predict.section) : null;
   const q = choiceQuestion({
     q: journey.predict, store, key: 'predict', className: 'predict',
     legend: h('span.step-label', 'Step 1 · Predict'),
     revealLabel: 'Show the explanation',
+    onReveal: () => { if (fold) fold.open = true; },
   });
   q.el.prepend(h('p.predict-note', 'Answer before you start; the explanation opens after your first run. The editor is yours meanwhile.'));
   container.prepend(q.el);

@@ -61,7 +61,14 @@ export function checkJourney(source, lab, file = 'journey.toml') {
   }
   checkKeys(raw, ['practises', 'predict', 'hints', 'your_turn'], '', fail);
   const practises = texts(raw, 'practises', '', fail);
-  const predict = question(raw.predict, 'predict.', fail);
+  const predict = question(raw.predict, 'predict.', fail, ['section']);
+  if (raw.predict.section !== undefined) {
+    // A section of the instructions that gives the answer away: folded until the explanation.
+    const section = text(raw.predict, 'section', 'predict.', fail);
+    const headings = [...lab.instructions_md.matchAll(/^#{1,6} +(.+?) *#* *$/gm)].map((m) => m[1]);
+    if (!headings.includes(section)) fail(`predict.section: "${section}" is no heading of the lab's instructions`);
+    predict.section = section;
+  }
   const hints = (raw.hints ?? []).map((h, i) => {
     const where = `hints[${i}].`;
     checkKeys(h, ['task', 'hints'], where, fail);

@@ -31,6 +31,7 @@ test('every lab of the engine has a journey, read in the engine\'s order', async
 });
 
 const LAB = {
+  instructions_md: '# The lab\n\n## One question\n\nIts answer.\n\n## `f(x)`\n',
   tasks: ['`f(x)`', '`g(y)`'],
   tests: [{ name: 'an example', kind: 'example' }, { name: 'a hidden one', kind: 'hidden' }],
 };
@@ -69,6 +70,7 @@ test('a good journey is read as build.json carries it (answers counted from 0)',
   assert.equal(j.yourTurn.correct, 0);
   assert.deepEqual(j.yourTurn.patterns.map((p) => p.group), ['g1', 'g2']);
   assert.equal(checkJourney(GOOD, LAB).yourTurn, null);
+  assert.equal(checkJourney(GOOD.replace('[predict]', '[predict]\nsection = "One question"'), LAB).predict.section, 'One question');
 });
 
 const BAD = [
@@ -84,6 +86,7 @@ const BAD = [
   ['a task\'s hints twice', `${GOOD}[[hints]]\ntask = "\`f(x)\`"\nhints = ["again"]\n`, 'lab/journey.toml: hints[1].task: "`f(x)`" has hints already'],
   ['Your turn on a hidden test', GOOD + YOURS.replace('test = "an example"', 'test = "a hidden one"'), 'lab/journey.toml: your_turn.test: "a hidden one" is a hidden test; its figure never reaches the page'],
   ['Your turn on no test', GOOD + YOURS.replace('test = "an example"', 'test = "nope"'), 'lab/journey.toml: your_turn.test: "nope" is not one of the lab\'s tests'],
+  ['a folded section that is no heading', GOOD.replace('[predict]', '[predict]\nsection = "Two questions"'), 'lab/journey.toml: predict.section: "Two questions" is no heading of the lab\'s instructions'],
   ['a pattern without an id', GOOD + YOURS.replace('id = "two"', 'id = "Two!"'), 'lab/journey.toml: your_turn.patterns[1].id: must be a short lowercase name'],
 ];
 

@@ -277,6 +277,11 @@ test('embedded: the staff\'s result carries the Predict answer and the hints ope
 test('courier: Your turn runs the fairness load, the pattern moves the chart and the p95 table, and its question', LIMIT, async () => {
   await openLab(page, '?lab=courier');
   const y = course.find((c) => c.id === 'courier').yourTurn;
+  // lab.md's own discussion of the Predict question stays folded until the first run.
+  const fold = page.locator('#instructions details.answer-section');
+  assert.equal(await fold.count(), 1);
+  assert.equal(await fold.evaluate((d) => d.open), false);
+  assert.equal(await fold.evaluate((d) => d.previousElementSibling.textContent), course[1].predict.section);
   await page.evaluate((s) => window.deliveryLab.setCode(s), COURIER);
   const turn = page.locator('#your-turn');
   assert.equal(await turn.locator('table.p95').count(), 0);
@@ -301,6 +306,7 @@ test('courier: Your turn runs the fairness load, the pattern moves the chart and
   assert.ok(ratio(burstRows[1][1]) <= 1.1, `your claim under the burst: ${burstRows[1][1]}`);
   assert.ok(ratio(burstRows[1][2]) > 1.5, `FIFO under the burst: ${burstRows[1][2]}`);
   assert.equal(await turn.locator('figure.bars svg').count(), 1);
+  assert.equal(await fold.evaluate((d) => d.open), true, 'the first run did not open the answer');
   // The chart and the table are the fairness test's figure, as the results show it.
   const fig = (await page.evaluate(() => window.deliveryLab.lastReport)).tests.find((t) => t.name === y.test).figure;
   const group = fig.groups.find((g) => g.label === y.patterns[burst].group);
