@@ -754,8 +754,13 @@ window.deliveryLab = {
   },
   setCode(source) { needEditor(); state.editor.setCode(source); },
   getCode() { needEditor(); return state.editor.getCode(); },
-  /** Runs the tests on the editor's code; resolves to the report (the engine's JSON, parsed). */
-  run() { return booted.then(() => runTests()); },
+  /** Runs the tests on the editor's code (`{only: [names]}`: those alone); resolves to the report (the engine's JSON, parsed). */
+  run({ only } = {}) {
+    if (only !== undefined && !(Array.isArray(only) && only.every((n) => typeof n === 'string'))) {
+      return Promise.reject(new TypeError('deliveryLab.run({only}): only is a list of test names'));
+    }
+    return booted.then(() => runTests(only ? { only } : {}));
+  },
   /** A page built without hidden tests: sends the code to POST grade; resolves to the server's report (or {error}). */
   submit() { return booted.then(() => submitForGrading()); },
   /** The journey as the staff's `result` message carries it: Predict, hints opened, Your turn. */

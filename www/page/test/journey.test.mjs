@@ -204,6 +204,9 @@ test('run one test from its row, by keyboard: the test alone, no XP or best run 
   // The focus is back on the same test's button, in the new results.
   assert.deepEqual(await page.evaluate(() => [document.activeElement.closest('[data-test]')?.dataset.test, document.activeElement.className]),
     [example, 'link run-one']);
+  // The page's API runs the same way, and refuses what is not a list of names.
+  assert.deepEqual(await page.evaluate((n) => window.deliveryLab.run({ only: [n] }).then((r) => [r.partial, r.total]), example), [true, 1]);
+  assert.match(await page.evaluate(() => window.deliveryLab.run({ only: 'all' }).then(() => 'ran', (e) => e.message)), /only is a list of test names/);
   // Neither partial run touched the XP or the best run.
   assert.equal(await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:xp')), xp);
   assert.equal(await page.evaluate(() => localStorage.getItem('delivery-lab:deliver-once:best')), best);
