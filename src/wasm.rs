@@ -241,6 +241,8 @@ struct LabSummary {
 struct TestSummary {
     name: String,
     kind: TestKind,
+    /// The task it belongs to, numbered from 1 (`LabInfo::tasks`; its test sheet's).
+    task: u32,
 }
 
 #[derive(Serialize)]
@@ -264,6 +266,8 @@ struct LabDetails {
     store: bool,
     /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
     tasks: Vec<&'static str>,
+    /// Each task's learner functions, in the same order (the page's "jump to the code").
+    task_functions: Vec<&'static [&'static str]>,
     /// Whether its hidden inputs can be drawn per submission (a `hidden_seed`).
     hidden_variants: bool,
 }
@@ -315,14 +319,21 @@ impl Grader {
             bridge_py: i.bridge_py,
             store_py: i.store_py,
             default_seed: seed_or_default(None),
+            // The sheets are in report order, as `tests()` is.
             tests: lab
                 .tests()
                 .into_iter()
-                .map(|(name, kind)| TestSummary { name, kind })
+                .zip(lab.test_sheets())
+                .map(|((name, kind), sheet)| TestSummary {
+                    name,
+                    kind,
+                    task: sheet.task_id,
+                })
                 .collect(),
             world_ops: i.world_ops,
             store: i.store_py.is_some(),
             tasks: i.tasks.iter().map(|t| t.heading).collect(),
+            task_functions: i.tasks.iter().map(|t| t.functions).collect(),
             hidden_variants: i.hidden_variants,
         })
     }

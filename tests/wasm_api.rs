@@ -636,7 +636,17 @@ fn lab_describes_deliver_once() {
     assert!(count("hidden") >= 10);
     assert!(tests
         .iter()
-        .all(|t| t["name"].is_string() && t.as_object().unwrap().len() == 2));
+        .all(|t| t["name"].is_string() && t.as_object().unwrap().len() == 3));
+    // Each test names its task, as its test sheet does; each task its functions.
+    let sheets = delivery_lab::lab::lab_by_id(LAB).unwrap().test_sheets();
+    let tasks: Vec<u64> = tests.iter().map(|t| t["task"].as_u64().unwrap()).collect();
+    let want: Vec<u64> = sheets.iter().map(|s| u64::from(s.task_id)).collect();
+    assert_eq!(tasks, want);
+    assert!(tasks.contains(&1) && tasks.contains(&2));
+    assert_eq!(
+        lab["task_functions"],
+        serde_json::json!([["deliver_once"], ["next_step"]])
+    );
 }
 
 #[wasm_bindgen_test]
