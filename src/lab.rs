@@ -353,17 +353,23 @@ pub fn learner_call(
 }
 
 /// What a run is for: a learner's report runs every test; a verdict (mutation
-/// testing asks only "does this fail?") may stop at the first test that fails.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// testing asks only "does this fail?") may stop at the first test that fails; a
+/// run of some tests only (the page's "run this test", the catalogue's "is this
+/// mistake caught by the test it names?") runs those and reports those alone, its
+/// report marked `partial`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum RunMode {
     #[default]
     Report,
     Verdict,
+    /// These tests only, by name (each one of the lab's `tests()`: the boundary checks).
+    Only(Vec<String>),
 }
 
 /// The rule every lab's run keeps: once a test reaches the lab's time limit (the
 /// host stopped the learner's code), no later test runs; each is reported "not run".
-/// In a verdict run, the same after the first test that does not pass.
+/// In a verdict run, the same after the first test that does not pass. In a run of
+/// some tests only, the others are not run and not reported.
 #[derive(Default)]
 pub struct TimeLimit {
     reached: bool,
@@ -380,13 +386,19 @@ impl TimeLimit {
     }
 
     /// `test`'s report, or "not run" once the limit was reached (or, in a verdict
-    /// run, once a test failed).
+    /// run, once a test failed); `None`, without running it, for a test that a run
+    /// of some tests only leaves out.
     pub fn run(
         &mut self,
         name: &str,
         kind: TestKind,
         test: impl FnOnce() -> TestReport,
-    ) -> TestReport {
+    ) -> Option<TestReport> {
+        if let RunMode::Only(names) = &self.mode {
+            if !names.iter().any(|n| n == name) {
+                return None;
+            }
+        }
         let t = if self.reached {
             TestReport::new(
                 name,
@@ -406,7 +418,18 @@ impl TimeLimit {
         };
         self.reached |= t.status == TestStatus::Timeout;
         self.failed |= self.mode == RunMode::Verdict && t.status != TestStatus::Pass;
-        t
+        Some(t)
+    }
+
+    /// The run's report of `tests`, the ones this run ran: every lab's run ends
+    /// here. A run of some tests only is `partial` and earns no XP, whatever passed.
+    pub fn report(self, lab: &str, seed: u64, xp_on_pass: u32, tests: Vec<TestReport>) -> Report {
+        let mut report = Report::new(lab, seed, xp_on_pass, tests);
+        if matches!(self.mode, RunMode::Only(_)) {
+            report.partial = true;
+            report.xp = 0;
+        }
+        report
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod lab;
 pub mod report;
 pub mod rng;
+pub mod shrink;
 pub mod value;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;

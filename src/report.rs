@@ -279,6 +279,10 @@ pub struct Report {
     pub message: Option<String>,
     /// The command that grades the same file with the same seed again.
     pub replay: String,
+    /// Only some of the lab's tests ran (`RunMode::Only`): the totals are theirs, and
+    /// the run says nothing of the others. Absent from every full run's JSON.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     pub tests: Vec<TestReport>,
 }
 
@@ -320,6 +324,7 @@ impl Report {
             hidden: tally(Some(TestKind::Hidden)),
             message: None,
             replay: replay_command(lab, seed),
+            partial: false,
             tests,
         }
     }

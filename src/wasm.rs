@@ -72,6 +72,38 @@ fn hidden_statuses(name: Option<String>) -> Result<HiddenStatuses, JsError> {
     }
 }
 
+/// A host's `only`: a run of these tests alone. Each must be one of the lab's tests,
+/// named once, and none hidden when hidden statuses are `aggregate` (a run of one
+/// hidden test would tell its status apart, which the aggregate is there to hide).
+fn only_mode(
+    lab: &dyn Lab,
+    names: Vec<String>,
+    statuses: HiddenStatuses,
+) -> Result<RunMode, JsError> {
+    let tests = lab.tests();
+    if names.is_empty() {
+        return Err(js_error("only: name at least one test"));
+    }
+    for (i, name) in names.iter().enumerate() {
+        let Some((_, kind)) = tests.iter().find(|(n, _)| n == name) else {
+            return Err(js_error(format!(
+                "only: lab `{}` has no test named `{}`",
+                lab.info().id,
+                crate::report::cap_chars(name, 200)
+            )));
+        };
+        if names[..i].contains(name) {
+            return Err(js_error(format!("only: `{name}` is named twice")));
+        }
+        if *kind == TestKind::Hidden && statuses == HiddenStatuses::Aggregate {
+            return Err(js_error(format!(
+                "only: `{name}` is a hidden test, and hidden statuses are aggregate here"
+            )));
+        }
+    }
+    Ok(RunMode::Only(names))
+}
+
 /// A host's `audience` (`learner`, the default, or `staff`).
 fn audience(name: Option<String>) -> Result<Audience, JsError> {
     match name.as_deref() {
@@ -209,6 +241,8 @@ struct LabSummary {
 struct TestSummary {
     name: String,
     kind: TestKind,
+    /// The task it belongs to, numbered from 1 (`LabInfo::tasks`; its test sheet's).
+    task: u32,
 }
 
 #[derive(Serialize)]
@@ -232,6 +266,8 @@ struct LabDetails {
     store: bool,
     /// The headings of lab.md's sections that are its tasks, in order (task 1 first).
     tasks: Vec<&'static str>,
+    /// Each task's learner functions, in the same order (the page's "jump to the code").
+    task_functions: Vec<&'static [&'static str]>,
     /// Whether its hidden inputs can be drawn per submission (a `hidden_seed`).
     hidden_variants: bool,
 }
@@ -283,14 +319,21 @@ impl Grader {
             bridge_py: i.bridge_py,
             store_py: i.store_py,
             default_seed: seed_or_default(None),
+            // The sheets are in report order, as `tests()` is.
             tests: lab
                 .tests()
                 .into_iter()
-                .map(|(name, kind)| TestSummary { name, kind })
+                .zip(lab.test_sheets())
+                .map(|((name, kind), sheet)| TestSummary {
+                    name,
+                    kind,
+                    task: sheet.task_id,
+                })
                 .collect(),
             world_ops: i.world_ops,
             store: i.store_py.is_some(),
             tasks: i.tasks.iter().map(|t| t.heading).collect(),
+            task_functions: i.tasks.iter().map(|t| t.functions).collect(),
             hidden_variants: i.hidden_variants,
         })
     }
@@ -298,6 +341,10 @@ impl Grader {
     /// Grades `solution` and returns the learner's report JSON (`Report::to_json`).
     /// `hidden_seed`: the hidden tests' variant (none: the cases as written); no
     /// report shows it. `hidden_statuses`: `each` (the default) or `aggregate`.
+    /// `only`: these tests alone, by name (the page's "run this test"); the report
+    /// lists them alone and is `partial`.
+    // The JS boundary: plain arguments, the last four optional (`undefined`).
+    #[allow(clippy::too_many_arguments)]
     pub fn grade(
         &self,
         lab_id: &str,
@@ -306,9 +353,14 @@ impl Grader {
         format: Option<String>,
         hidden_seed: Option<u32>,
         hidden_statuses: Option<String>,
+        only: Option<Vec<String>>,
     ) -> Result<String, JsError> {
         let statuses = self::hidden_statuses(hidden_statuses)?;
-        let report = grade_report(lab_id, solution, seed, hidden_seed, RunMode::Report)?
+        let mode = match only {
+            None => RunMode::Report,
+            Some(names) => only_mode(find_lab(lab_id)?, names, statuses)?,
+        };
+        let report = grade_report(lab_id, solution, seed, hidden_seed, mode)?
             .for_audience(Audience::Learner);
         render(&report.with_hidden_statuses(statuses), format)
     }

@@ -1,7 +1,7 @@
 //! The courier lab's differential tests (`src/courier/differential.rs`, issue 36):
 //! the reference design passes every world of every piece over many seeds, each of
-//! the reference's `Mistake`s fails the differential of its piece for every seed
-//! tried (16 here; 30 checked by hand: the worlds are drawn per submission, so a
+//! the reference's `Mistake`s (`Mistake::ALL`) fails the differential of its piece
+//! for every seed tried (30 here: the worlds are drawn per submission, so a
 //! mistake must not slip through on some seeds), a failing world is
 //! shrunk and reported as a case file would write it, and the worlds depend on the
 //! run's seed and the submission's hidden seed.
@@ -32,21 +32,13 @@ fn piece_of(m: Mistake) -> (&'static str, &'static str) {
         Mistake::TimeoutIsFailure => ("deliver_step", "lookup-before-resend"),
         Mistake::ClaimWithoutCas => ("claim", "as if one ran after the other"),
         Mistake::SettleOverwrites => ("deliver_step", "handling webhook"),
+        Mistake::SettleSwallowsRestart => ("deliver_step", "let it escape"),
     }
 }
 
 #[test]
 fn each_mistake_fails_the_differential_of_its_piece_with_a_shrunk_world() {
-    let mistakes = [
-        Mistake::ResendWithoutLookup,
-        Mistake::NewKeyOnResend,
-        Mistake::FifoClaim,
-        Mistake::NoHeartbeat,
-        Mistake::TimeoutIsFailure,
-        Mistake::ClaimWithoutCas,
-        Mistake::SettleOverwrites,
-    ];
-    for m in mistakes {
+    for m in Mistake::ALL {
         let (function, word) = piece_of(m);
         let piece = PIECES.iter().find(|p| p.function == function).unwrap();
         for seed in 0..30 {
@@ -70,6 +62,70 @@ fn each_mistake_fails_the_differential_of_its_piece_with_a_shrunk_world() {
             );
             assert_eq!(r.name, piece.test_name());
         }
+    }
+}
+
+/// A settle that swallows the database's restart and returns `("done", ...)` is
+/// caught by the restart racer alone: it passes every unit case, every world that is
+/// not restarted at each statement (the whole-step restart, `db_down`, fails the
+/// step's first read, before the settle), and the chaos run's restart, which lasts
+/// seconds of lab time while a step is one instant; a restart world fails it, saying
+/// where the restart landed and quoting lab.md.
+#[test]
+fn a_restart_swallowed_by_the_settle_is_caught_by_the_restart_racer_alone() {
+    use delivery_lab::courier::units::{run_case, Racer};
+    let m = Mistake::SettleSwallowsRestart;
+    for case in delivery_lab::courier::cases() {
+        let r = run_case(&mut RefBackend::new(Some(m)), &case);
+        assert_eq!(r.status, TestStatus::Pass, "{}: {:?}", case.name, r.message);
+    }
+    let deliver = PIECES
+        .iter()
+        .find(|p| p.function == "deliver_step")
+        .unwrap();
+    for seed in 0..8 {
+        let all = worlds(deliver, seed_of(seed, None));
+        let (restarted, others): (Vec<_>, Vec<_>) =
+            all.iter().partition(|w| w.race == Some(Racer::Restart));
+        assert_eq!(restarted.len(), deliver.restarts);
+        for w in others {
+            let r = differential::check(&mut RefBackend::new(Some(m)), w);
+            assert_eq!(
+                r.status,
+                TestStatus::Pass,
+                "seed {seed}\n{}\n{:?}",
+                describe(w),
+                r.message
+            );
+        }
+        let caught = restarted
+            .iter()
+            .filter(|w| {
+                differential::check(&mut RefBackend::new(Some(m)), w).status == TestStatus::Fail
+            })
+            .count();
+        assert!(
+            caught >= 3,
+            "seed {seed}: {caught} of {} restart worlds",
+            restarted.len()
+        );
+        let r = differential::run(
+            &mut RefBackend::new(Some(m)),
+            deliver,
+            seed_of(seed, None),
+            "",
+        );
+        let msg = r.message.unwrap_or_default();
+        assert_eq!(r.status, TestStatus::Fail, "seed {seed}");
+        assert!(
+            msg.contains("with the database restarting at its statement"),
+            "{msg}"
+        );
+        assert!(msg.contains("returned ('done', "), "{msg}");
+        assert!(
+            msg.contains("# restarted at each statement in turn"),
+            "{msg}"
+        );
     }
 }
 
@@ -113,6 +169,7 @@ fn the_worlds_follow_the_run_seed_and_the_submission() {
 #[test]
 fn the_worlds_cover_what_the_lab_lets_vary() {
     use delivery_lab::courier::sim::{Call, Config};
+    use delivery_lab::courier::tables::Holder;
     let d = Config::default();
     let (mut lease, mut cap, mut recheck, mut boundary, mut ties) = (0, 0, 0, 0, 0);
     let mut states = std::collections::BTreeSet::new();
@@ -161,12 +218,11 @@ fn the_worlds_cover_what_the_lab_lets_vary() {
                     epoch,
                 } = &c.call
                 {
-                    let held = c.setup.actions.iter().any(|a| {
-                        a.id == *action_id
-                            && a.state == "claimed"
-                            && a.owner.as_deref() == Some(worker.as_str())
-                            && a.epoch == *epoch
-                    });
+                    let held = c
+                        .setup
+                        .actions
+                        .iter()
+                        .any(|a| a.id == *action_id && a.held_by(worker, *epoch));
                     if held {
                         holder += 1;
                     } else {
@@ -200,6 +256,7 @@ fn peek() {
         Mistake::FifoClaim,
         Mistake::TimeoutIsFailure,
         Mistake::NoHeartbeat,
+        Mistake::SettleSwallowsRestart,
     ] {
         let (function, _) = piece_of(m);
         let piece = PIECES.iter().find(|p| p.function == function).unwrap();

@@ -139,6 +139,7 @@ export function js_timeout_report(grader, id, seed, message) { return grader.tim
 export function js_formatted(grader, id, solution, format) { return grader.grade(id, solution, undefined, format); }
 export function js_error_formatted(grader, id, format) { return grader.error_report(id, undefined, "boom", format); }
 export function js_grade_hidden(grader, id, solution, hiddenSeed, statuses) { return grader.grade(id, solution, undefined, undefined, hiddenSeed, statuses); }
+export function js_grade_only(grader, id, solution, onlyJson, statuses) { return grader.grade(id, solution, undefined, undefined, undefined, statuses, JSON.parse(onlyJson)); }
 export function js_error_aggregate(grader, id) { return grader.error_report(id, undefined, "boom", undefined, "aggregate"); }
 export function error_text(e) {
   return e instanceof Error ? "Error: " + e.message : "not an Error: " + String(e);
@@ -200,6 +201,14 @@ extern "C" {
         id: &str,
         solution: &JsValue,
         hidden_seed: &JsValue,
+        statuses: &JsValue,
+    ) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_grade_only(
+        grader: &JsValue,
+        id: &str,
+        solution: &JsValue,
+        only_json: &str,
         statuses: &JsValue,
     ) -> Result<String, JsValue>;
     #[wasm_bindgen(catch)]
@@ -344,6 +353,93 @@ fn a_hidden_seed_varies_only_what_no_report_shows_and_aggregate_shows_a_count() 
         )),
         "Error: Unknown hidden_statuses `some`: use each or aggregate"
     );
+}
+
+/// `only`: the named tests run alone, and the report, listing them alone, says it is
+/// partial and earns no XP; a name the lab does not have, none, a name twice, or a
+/// hidden test when hidden statuses are aggregate is refused by name.
+#[wasm_bindgen_test]
+fn only_runs_the_named_tests_alone_and_says_so() {
+    let g = grader();
+    let lab: Json = serde_json::from_str(&js_lab(&g, LAB).unwrap()).unwrap();
+    let named = |kind: &str| {
+        lab["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["kind"] == kind)
+            .unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (example, hidden) = (named("example"), named("hidden"));
+    let none = JsValue::UNDEFINED;
+    let only = |names: &[&str], statuses: &JsValue| {
+        js_grade_only(
+            &g,
+            LAB,
+            &reference_solution(false),
+            &serde_json::to_string(names).unwrap(),
+            statuses,
+        )
+    };
+    let full: Json =
+        serde_json::from_str(&js_grade(&g, LAB, &reference_solution(false), &none).unwrap())
+            .unwrap();
+    assert!(full.get("partial").is_none());
+    assert_eq!(full["status"], "fail");
+    let failing = full["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["status"] == "fail")
+        .unwrap();
+    let failing_name = failing["name"].as_str().unwrap();
+    for names in [vec![example.as_str()], vec![hidden.as_str(), failing_name]] {
+        let r: Json = serde_json::from_str(&only(&names, &none).unwrap()).unwrap();
+        let ran: Vec<&str> = r["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        // In the lab's order, whatever the order asked.
+        let mut want = names.clone();
+        want.sort_by_key(|n| {
+            full["tests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|t| t["name"] == *n)
+        });
+        assert_eq!(ran, want);
+        assert_eq!(r["partial"], true);
+        assert_eq!(r["total"], names.len());
+        assert_eq!(r["xp"], 0);
+        for t in r["tests"].as_array().unwrap() {
+            assert_eq!(
+                t["status"],
+                test_named(&full, t["name"].as_str().unwrap())["status"]
+            );
+        }
+    }
+    assert_eq!(err(only(&[], &none)), "Error: only: name at least one test");
+    assert_eq!(
+        err(only(&["nope"], &none)),
+        "Error: only: lab `deliver-once` has no test named `nope`"
+    );
+    assert_eq!(
+        err(only(&[&example, &example], &none)),
+        format!("Error: only: `{example}` is named twice")
+    );
+    assert_eq!(
+        err(only(&[&hidden], &"aggregate".into())),
+        format!("Error: only: `{hidden}` is a hidden test, and hidden statuses are aggregate here")
+    );
+    let shown: Json =
+        serde_json::from_str(&only(&[&example], &"aggregate".into()).unwrap()).unwrap();
+    assert_eq!(shown["partial"], true);
 }
 
 #[wasm_bindgen_test]
@@ -540,7 +636,17 @@ fn lab_describes_deliver_once() {
     assert!(count("hidden") >= 10);
     assert!(tests
         .iter()
-        .all(|t| t["name"].is_string() && t.as_object().unwrap().len() == 2));
+        .all(|t| t["name"].is_string() && t.as_object().unwrap().len() == 3));
+    // Each test names its task, as its test sheet does; each task its functions.
+    let sheets = delivery_lab::lab::lab_by_id(LAB).unwrap().test_sheets();
+    let tasks: Vec<u64> = tests.iter().map(|t| t["task"].as_u64().unwrap()).collect();
+    let want: Vec<u64> = sheets.iter().map(|s| u64::from(s.task_id)).collect();
+    assert_eq!(tasks, want);
+    assert!(tasks.contains(&1) && tasks.contains(&2));
+    assert_eq!(
+        lab["task_functions"],
+        serde_json::json!([["deliver_once"], ["next_step"]])
+    );
 }
 
 #[wasm_bindgen_test]

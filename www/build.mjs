@@ -42,6 +42,7 @@ import { fileURLToPath } from 'node:url';
 import { parseOrExit, usageExit } from './grader/args.mjs';
 import { allowedOrigin, BUILD } from './grader/commands.mjs';
 import { moveIntoPlace } from './grader/place.mjs';
+import { courseOf, JourneyError } from './page/journey_data.mjs';
 
 const WWW = path.dirname(fileURLToPath(import.meta.url));
 const WWW_PKG = path.join(WWW, 'pkg');
@@ -132,14 +133,17 @@ async function loadPkg(dir) {
 async function checkGrader() {
   // A grader that cannot instantiate would only fail in the browser; find out now.
   try {
-    const labs = JSON.parse((await loadPkg(PKG)).labs()).map((l) => l.id);
+    const all = await loadPkg(PKG);
+    const labs = JSON.parse(all.labs()).map((l) => l.id);
     let hidden = 0;
     const bridges = {};
+    const infos = [];
     for (const id of labs) {
       const grader = await loadPkg(path.join(PKG, 'labs', id));
       const own = JSON.parse(grader.labs()).map((l) => l.id);
       if (own.join() !== id) throw new Error(`labs/${id} holds ${own.join(', ') || 'no lab'}`);
       const lab = JSON.parse(grader.lab(id));
+      infos.push(lab);
       hidden += lab.tests.filter((t) => t.kind === 'hidden').length;
       // The page's snapshot holds the lab's Python sides: its learner side and its store.
       bridges[id] = `${lab.bridge_py}\0${lab.store_py ?? ''}`;
@@ -147,10 +151,26 @@ async function checkGrader() {
     }
     if (noHidden && hidden) throw new Error(`built with --no-hidden, yet it lists ${hidden} hidden tests`);
     if (!hidden) console.warn('build: note: these graders have no hidden tests (built with --no-hidden): the page offers "Submit for grading"');
-    return { labs, hidden, bridges };
+    return { labs, hidden, bridges, infos };
   } catch (e) {
     fail(`${path.relative(path.join(WWW, '..'), PKG)} does not load or is wrong (${e.message}). Rebuild it with scripts/build-wasm.sh.`);
   }
+}
+
+/**
+ * The course map's and the lab pages' journey: each lab in the engine's order, its
+ * facts from its grader's `lab(id)`, its journey from its own folder's journey.toml
+ * (page/journey_data.mjs). A lab's tests, with a --no-hidden build, are its examples
+ * only, so a journey names example tests alone.
+ */
+function course(infos) {
+  try {
+    return courseOf(infos, path.join(WWW, '..', 'src'));
+  } catch (e) {
+    if (!(e instanceof JourneyError)) throw e;
+    fail(e.message);
+  }
+  return null;
 }
 
 /**
@@ -180,6 +200,7 @@ async function main() {
   const t0 = performance.now();
   if (!opts['no-wasm']) buildWasm();
   const grader = await checkGrader();
+  grader.course = course(grader.infos);
   const pyodideVersion = JSON.parse(fs.readFileSync(path.join(PYODIDE, 'package.json'), 'utf8')).version;
 
   // Built beside the output folder, then moved into place (moveIntoPlace).
@@ -210,7 +231,9 @@ async function main() {
 async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
   await esbuild.build({
     absWorkingDir: WWW,
-    entryPoints: { main: 'page/main.js', worker: 'page/worker.js', style: 'page/style.css', embed: 'page/embed.js' },
+    entryPoints: {
+      main: 'page/main.js', course: 'page/course.js', worker: 'page/worker.js', style: 'page/style.css', embed: 'page/embed.js',
+    },
     outdir: DIST,
     bundle: true,
     format: 'esm',
@@ -229,13 +252,14 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
     logLevel: 'warning',
   });
   copy(path.join(WWW, 'page', 'index.html'), path.join(DIST, 'index.html'));
+  copy(path.join(WWW, 'page', 'course.html'), path.join(DIST, 'course.html'));
   const labFiles = grader.labs.flatMap((id) => PKG_FILES.map((f) => `pkg/labs/${id}/${f}`));
   for (const f of labFiles) copy(path.join(PKG, f.slice('pkg/'.length)), path.join(DIST, f));
   for (const f of PYODIDE_FILES) copy(path.join(PYODIDE, f), path.join(DIST, 'pyodide', f));
 
   // The app's files: everything the page fetches besides Pyodide.
   // Every lab's grader is cached, so each lab on this origin works offline.
-  const appFiles = ['index.html', 'main.js', 'style.css', 'worker.js', 'build.json', ...labFiles];
+  const appFiles = ['index.html', 'main.js', 'course.html', 'course.js', 'style.css', 'worker.js', 'build.json', ...labFiles];
   const pyodideFiles = PYODIDE_FILES.map((f) => `pyodide/${f}`);
   const sizes = {};
   const hash = crypto.createHash('sha256');
@@ -247,6 +271,8 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
   // The origins are part of the build: changing them is a new version, so the
   // service worker replaces the cached build.json that holds them.
   hash.update(`allowOrigins:${JSON.stringify(allowOrigins)}`);
+  // So is the course (build.json's only copy of it): new hints are a new version.
+  hash.update(`course:${JSON.stringify(grader.course)}`);
   const version = hash.digest('hex').slice(0, 12);
   const sum = (files, k) => files.reduce((n, f) => n + (sizes[f]?.[k] || 0), 0);
   const build = {
@@ -260,6 +286,9 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
     // The origins that may embed the page and use its postMessage API (--allow-origin);
     // a page's host-origin can only narrow this. Empty: the API is off.
     allowOrigins,
+    // The labs in course order with their journeys (page/journey_data.mjs): the course
+    // map and each lab page read it.
+    course: grader.course,
     pyodideVersion,
     // One cache per app version; Pyodide's cache is named by its version only,
     // so every lab on this origin shares it and an app update does not re-download it.

@@ -155,7 +155,7 @@ fn rust_source(cases: &[case_format::Case]) -> String {
         }
         writeln!(
             out,
-            "        UnitCase {{\n            name: {:?},\n            kind: TestKind::{kind},\n            rule: Rule::{:?},\n            setup: Tables {{\n                actions: vec![{}],\n                stores: vec![{}],\n                outbox: vec![{}],\n                webhook_events: vec![{}],\n            }},\n            call: {call},\n            script: Script {{\n                kill_at_statement: None,\n                kill_after_send: {},\n                db_down: {},\n                sends: vec![{}],\n                lookups: vec![{}],\n                all_or_nothing: {},\n                interleave: {interleave},\n                write_during: None,\n            }},\n            cfg: {cfg},\n        }},",
+            "        UnitCase {{\n            name: {:?},\n            kind: TestKind::{kind},\n            rule: Rule::{:?},\n            setup: Tables {{\n                actions: vec![{}],\n                stores: vec![{}],\n                outbox: vec![{}],\n                webhook_events: vec![{}],\n            }},\n            call: {call},\n            script: Script {{\n                kill_at_statement: None,\n                kill_after_send: {},\n                db_down: {},\n                restart_at_statement: None,\n                sends: vec![{}],\n                lookups: vec![{}],\n                all_or_nothing: {},\n                interleave: {interleave},\n                write_during: None,\n            }},\n            cfg: {cfg},\n        }},",
             c.name,
             c.rule,
             actions.join(", "),

@@ -16,8 +16,10 @@
 //! pending action has epoch 0 and no owner; a dispatched one has an outbox row past
 //! `sending`), so that every correct way of writing a piece passes.
 //!
-//! Some worlds also race another worker's claim against the call, at each of the
-//! call's statements in turn (`units::run_case_interleaved`).
+//! Some worlds also race another worker's claim or a webhook against the call, at each
+//! of the call's statements in turn, and a few more restart the database at each of
+//! them (`units::run_case_interleaved`): the call must let the error escape and end
+//! as the reference's ends when its worker crashes at an instant of it.
 //!
 //! A failing world is shrunk (rows dropped, `cfg` back to its defaults, one at a
 //! time while it still fails), and the test reports the smallest one it found,
@@ -29,6 +31,7 @@ use super::reference::RefBackend;
 use super::rules::Rule;
 use super::sim::{status_name, Backend, Call, Config, Script, Tables};
 use super::step_world::{OtherClaim, OtherWrite};
+use super::tables::Holder;
 use super::units::{action, created, run_case, run_case_interleaved, Racer, UnitCase};
 use crate::report::{TestKind, TestReport, TestStatus};
 use crate::rng::{mix, SeededRng};
@@ -36,11 +39,13 @@ use crate::value::Value;
 use std::fmt::Write as _;
 
 /// One piece's differential test: how many random worlds, how many of them race
-/// another worker's claim at every statement.
+/// another worker's claim or a webhook at every statement, and how many more restart
+/// the database at every statement.
 pub struct Piece {
     pub function: &'static str,
     pub worlds: usize,
     pub races: usize,
+    pub restarts: usize,
 }
 
 /// The pieces, in the lab's order. `merge` is pure and has 25 inputs: it is tried on
@@ -50,31 +55,37 @@ pub const PIECES: [Piece; 6] = [
         function: "claim",
         worlds: 40,
         races: 6,
+        restarts: 2,
     },
     Piece {
         function: "write_intent",
         worlds: 30,
         races: 4,
+        restarts: 2,
     },
     Piece {
         function: "deliver_step",
         worlds: 40,
         races: 4,
+        restarts: 4,
     },
     Piece {
         function: "merge",
         worlds: 25,
         races: 0,
+        restarts: 0,
     },
     Piece {
         function: "on_webhook",
         worlds: 30,
         races: 4,
+        restarts: 2,
     },
     Piece {
         function: "heartbeat",
         worlds: 30,
         races: 4,
+        restarts: 2,
     },
 ];
 
@@ -104,8 +115,11 @@ impl Piece {
             format!("{PREFIX}merge over every pair of statuses")
         } else if self.races > 0 {
             format!(
-                "{PREFIX}{} over {} random worlds, {} of them raced by another write at every statement",
-                self.function, self.worlds, self.races
+                "{PREFIX}{} over {} random worlds, {} of them raced by another write and {} by a database restart at every statement",
+                self.function,
+                self.worlds + self.restarts,
+                self.races,
+                self.restarts
             )
         } else {
             format!("{PREFIX}{} over {} random worlds", self.function, self.worlds)
@@ -126,18 +140,37 @@ pub struct World {
     pub race: Option<Racer>,
 }
 
-/// Every world of `piece` for `seed`, in order (the ones that race come last).
+/// Every world of `piece` for `seed`, in order (the ones that race come last, then
+/// the ones restarted at every statement).
 pub fn worlds(piece: &Piece, seed: u64) -> Vec<World> {
     if piece.function == "merge" {
         return merge_worlds();
     }
     let mut g = SeededRng::new(mix(seed, piece.function.len() as u64 * 7919 + piece.worlds as u64));
-    (0..piece.worlds)
+    let mut all: Vec<World> = (0..piece.worlds)
         .map(|i| {
             let race = i >= piece.worlds - piece.races;
             draw(piece.function, &mut g, race, i)
         })
-        .collect()
+        .collect();
+    all.extend((0..piece.restarts).map(|j| restarted(piece.function, &mut g, j)));
+    all
+}
+
+/// Restart world `j` of a piece: a plain world on a path that writes (a step that
+/// settles, a holder's write), its own faults left out, restarted at each statement.
+fn restarted(function: &str, g: &mut SeededRng, j: usize) -> World {
+    // deliver_step's paths (`draw`): a first send accepted, a lookup found, a status
+    // already past sending, a lookup not found and a send; the fenced pieces' holders.
+    let k = match function {
+        "deliver_step" => [1, 2, 5, 3][j % 4],
+        _ => j % 2,
+    };
+    let mut w = draw(function, g, false, k);
+    let s = &mut w.case.script;
+    (s.all_or_nothing, s.db_down, s.kill_after_send) = (false, false, false);
+    w.race = Some(Racer::Restart);
+    w
 }
 
 /// Runs one world against `learner`.
@@ -203,24 +236,11 @@ fn finish(name: &str, mut r: TestReport, head: &str, replay: &str) -> TestReport
     r
 }
 
-fn shrink(learner: &mut dyn Backend, mut w: World, mut failure: TestReport) -> (World, TestReport, usize) {
-    let (mut tries, mut steps) = (0, 0);
-    'simplify: while tries < SHRINK_BUDGET {
-        for candidate in simpler(&w) {
-            tries += 1;
-            let r = check(learner, &candidate);
-            if r.status == TestStatus::Fail {
-                (w, failure) = (candidate, r);
-                steps += 1;
-                continue 'simplify;
-            }
-            if tries >= SHRINK_BUDGET {
-                break;
-            }
-        }
-        break;
-    }
-    (w, failure, steps)
+fn shrink(learner: &mut dyn Backend, w: World, failure: TestReport) -> (World, TestReport, usize) {
+    crate::shrink::shrink(w, failure, SHRINK_BUDGET, simpler, |candidate| {
+        let r = check(learner, candidate);
+        (r.status == TestStatus::Fail).then_some(r)
+    })
 }
 
 // ---- Drawing worlds ---------------------------------------------------------------
@@ -404,10 +424,6 @@ fn target(g: &mut SeededRng, t: &mut Tables, cfg: &Config, now_ms: u64, dispatch
         return *g.pick(&done);
     }
     claimed_index(g, t, cfg, now_ms)
-}
-
-fn holds(a: &super::sim::ActionState, worker: &str, epoch: i64) -> bool {
-    a.state == "claimed" && a.owner.as_deref() == Some(worker) && a.epoch == epoch
 }
 
 /// Makes sure the world has a claimed action and returns its index.
@@ -763,7 +779,7 @@ fn rule_for(case: &UnitCase, race: &Option<Racer>) -> Rule {
         case.setup
             .actions
             .iter()
-            .any(|a| a.id == id && holds(a, worker, epoch))
+            .any(|a| a.id == id && a.held_by(worker, epoch))
     };
     match &case.call {
         Call::Claim { .. } => Rule::FairClaim,
@@ -905,7 +921,7 @@ fn simpler(w: &World) -> Vec<World> {
         with(&mut out, &|c| c.case.setup.webhook_events.retain(|x| *x != e));
     }
     let d = Config::default();
-    if w.case.cfg.lease_ms != d.lease_ms && w.race.is_none() {
+    if w.case.cfg.lease_ms != d.lease_ms && !matches!(w.race, Some(Racer::Claim(_))) {
         with(&mut out, &|c| c.case.cfg.lease_ms = d.lease_ms);
     }
     if w.case.cfg.in_flight_cap != d.in_flight_cap {
@@ -1116,6 +1132,12 @@ pub fn describe(w: &World) -> String {
                 q(&e.key),
                 q(&e.message_id),
                 q(status_name(e.status))
+            );
+        }
+        Some(Racer::Restart) => {
+            let _ = writeln!(
+                s,
+                "# restarted at each statement in turn: the database restarts at statement N (that statement raises sqlite3.OperationalError, the open transaction is rolled back, the statements after it find the database up)"
             );
         }
         None => {}

@@ -247,11 +247,8 @@ pub fn grade_run(
     let units = |backend: &mut dyn Backend, cases: Vec<UnitCase>, limit: &mut TimeLimit| {
         cases
             .iter()
-            .map(|case| {
-                limit
-                    .run(case.name, case.kind, || run_case(backend, case))
-                    .for_audience(audience)
-            })
+            .filter_map(|case| limit.run(case.name, case.kind, || run_case(backend, case)))
+            .map(|t| t.for_audience(audience))
             .collect::<Vec<_>>()
     };
     let mut tests = units(backend, examples, &mut limit);
@@ -265,19 +262,16 @@ pub fn grade_run(
     let replay = crate::report::replay_command(ID, seed);
     for piece in differential::pieces() {
         let name = piece.test_name();
-        tests.push(
-            limit
-                .run(&name, TestKind::Hidden, || {
-                    backend.take_output();
-                    let t = differential::run(backend, piece, worlds_seed, &replay);
-                    backend.take_output();
-                    t
-                })
-                .for_audience(audience),
-        );
+        let t = limit.run(&name, TestKind::Hidden, || {
+            backend.take_output();
+            let t = differential::run(backend, piece, worlds_seed, &replay);
+            backend.take_output();
+            t
+        });
+        tests.extend(t.map(|t| t.for_audience(audience)));
     }
-    tests.extend([chaos, fairness]);
-    Report::new(ID, seed, INFO.xp, tests)
+    tests.extend(chaos.into_iter().chain(fairness));
+    limit.report(ID, seed, INFO.xp, tests)
 }
 
 fn chaos_test(backend: &mut dyn Backend, seed: u64) -> TestReport {

@@ -1343,6 +1343,23 @@ MUTANTS = [
         ],
         "caught_by": "a fenced heartbeat says so and extends nothing",
     },
+    {
+        "name": "settle-swallows-restart",
+        "mistake": "The settle's commit catches the database's error and returns "
+        "done anyway: the provider has the message, so the step looks finished.",
+        "sentence": "Let it escape (if you catch it to roll back, raise it again): the "
+        "simulator treats it as a crash and restarts the worker.",
+        "replace": [
+            ("    db.commit()\n"
+             '    return ("done", status)\n',
+             "    try:\n"
+             "        db.commit()\n"
+             "    except Exception:\n"
+             "        db.rollback()  # the message went out all the same\n"
+             '    return ("done", status)\n'),
+        ],
+        "caught_by": "differential: deliver_step",
+    },
 ]
 
 

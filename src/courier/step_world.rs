@@ -38,6 +38,11 @@ pub struct Script {
     pub kill_after_send: bool,
     /// The database is restarting during this step.
     pub db_down: bool,
+    /// The database restarts at this statement of the step (0-based): the open
+    /// transaction is rolled back and the statement raises, as under `db_down`; the
+    /// statements after it find the database up again (the differential's restart
+    /// racer, `units::Racer::Restart`; no case file has one).
+    pub restart_at_statement: Option<usize>,
     pub sends: Vec<SendAnswer>,
     pub lookups: Vec<LookupAnswer>,
     /// Not a world rule: the unit test also kills the call at each of its
@@ -461,7 +466,9 @@ impl Faults for StepWorld {
         } else {
             let down = match &s.rule {
                 Rule::Chaos { restart, .. } => s.now_ms >= restart.0 && s.now_ms < restart.1,
-                Rule::Script(sc) => sc.db_down,
+                Rule::Script(sc) => {
+                    sc.db_down || sc.restart_at_statement == Some(s.statements)
+                }
                 Rule::Calm => false,
             };
             // A scripted kill may land on any statement; a chaos kill only inside a

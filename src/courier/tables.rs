@@ -54,6 +54,26 @@ pub struct ActionState {
     pub lease_until_ms: u64,
 }
 
+/// A row of `actions` as a fence reads it: this table's rows, and the reference
+/// backend's own (`reference.rs`).
+pub trait Holder {
+    /// The row's `state`, `owner` and `epoch`.
+    fn claim(&self) -> (&str, Option<&str>, i64);
+
+    /// lab.md's "claimed by this worker at this epoch": what every holder's write is
+    /// fenced on (the reference's fences, a stale step, a differential world's caller).
+    fn held_by(&self, worker: &str, epoch: i64) -> bool {
+        let (state, owner, at) = self.claim();
+        state == "claimed" && owner == Some(worker) && at == epoch
+    }
+}
+
+impl Holder for ActionState {
+    fn claim(&self) -> (&str, Option<&str>, i64) {
+        (&self.state, self.owner.as_deref(), self.epoch)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StoreState {
     pub store: String,

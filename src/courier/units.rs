@@ -8,6 +8,7 @@
 use super::provider::{LookupAnswer, SendAnswer, Status, Webhook};
 use super::reference::RefBackend;
 use super::rules::Rule;
+use super::tables::Holder;
 use super::sim::{
     ActionState, Call, Config, Backend, Op, OutboxState, RunStop, Script, StepWorld, StoreState,
     Tables,
@@ -436,12 +437,11 @@ fn stale_step(case: &UnitCase) -> bool {
     else {
         return false;
     };
-    !case.setup.actions.iter().any(|a| {
-        a.id == *action_id
-            && a.state == "claimed"
-            && a.owner.as_deref() == Some(worker.as_str())
-            && a.epoch == *epoch
-    })
+    !case
+        .setup
+        .actions
+        .iter()
+        .any(|a| a.id == *action_id && a.held_by(worker, *epoch))
 }
 
 /// What tells the learner's outcome apart from the one expected: the value returned,
@@ -465,7 +465,7 @@ fn differences(want: &Outcome, got: &Outcome, stale: bool) -> Vec<String> {
     }
     if want.returned.is_err() && !want.killed && got.returned.is_ok() && !got.killed {
         problems.push(format!(
-            "returned {} although the database failed: let the error propagate, so that the call is made again",
+            "returned {} although a statement raised sqlite3.OperationalError (the database restarting, the transaction rolled back): lab.md says let it escape (if you catch it to roll back, raise it again), so that the worker restarts and the call is made again",
             returned_text(&got.returned)
         ));
     }
@@ -625,6 +625,14 @@ pub fn run_case(learner: &mut dyn Backend, case: &UnitCase) -> TestReport {
 /// claim and its actions after it. Its claim and the other's must end as if one had
 /// run after the other, each on an action claimable when it ran: no action is taken
 /// from a live lease, and a claim that returns None changes nothing.
+///
+/// A database restart (`Racer::Restart`) lands at each of the call's statements in
+/// turn, inside a transaction too: that statement raises and the open transaction is
+/// rolled back; the statements after it find the database up. Whatever the point, the
+/// call must let the error escape (lab.md: "Let it escape"), and end as the
+/// reference's call ends with the restart at one of its own statements: the same
+/// provider calls (no second send) and tables (nothing half-written, statuses only
+/// forward). `claim` too: a restart rolls back its one transaction.
 pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &Racer) -> TestReport {
     let plain = run_case(learner, case);
     if plain.status != TestStatus::Pass {
@@ -646,9 +654,17 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
                 }),
                 ..case.script.clone()
             },
+            Racer::Restart => Script {
+                restart_at_statement: Some(k),
+                ..case.script.clone()
+            },
         },
         ..case.clone()
     };
+    // Where the racer lands in a call of `n` statements: another connection's write
+    // before the first, after each and after the call; a restart at each.
+    let restart = matches!(racer, Racer::Restart);
+    let points = |n: usize| if restart { 0..n } else { 0..n + 2 };
     let fail = |mut report: TestReport, status: TestStatus, message: String| {
         report.status = status;
         report.points = 0;
@@ -668,16 +684,20 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
         )
     };
     let mut wants = Vec::new();
-    if !matches!(case.call, Call::Claim { .. }) {
-        let n = match play(&mut RefBackend::new(None), case) {
-            Ok(o) => o.statements,
+    let claim_race = matches!(case.call, Call::Claim { .. }) && !restart;
+    if !claim_race {
+        let alone = match play(&mut RefBackend::new(None), case) {
+            Ok(o) => o,
             Err(e) => return setup_failed(e),
         };
-        for k in 0..=n + 1 {
+        for k in points(alone.statements) {
             match play(&mut RefBackend::new(None), &at(k)) {
                 Ok(o) => wants.push(o),
                 Err(e) => return setup_failed(e),
             }
+        }
+        if restart {
+            wants = crash_instants(wants, alone);
         }
     }
     let n = match play(learner, case) {
@@ -685,12 +705,14 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
         Err(e) => return setup_failed(e),
     };
     learner.take_output();
-    for k in 0..=n + 1 {
+    for k in points(n) {
         let got = match play(learner, &at(k)) {
             Ok(g) => g,
             Err(e) => return setup_failed(e),
         };
-        let point = if k == 0 {
+        let point = if restart {
+            format!("at its statement {} of {n} (that statement raised sqlite3.OperationalError and the open transaction was rolled back; the statements after it found the database up)", k + 1)
+        } else if k == 0 {
             "before its first statement".to_string()
         } else if k > n {
             "after the call".to_string()
@@ -705,7 +727,10 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
             racer.text()
         );
         if let Err(e) = &got.returned {
-            if !got.killed {
+            // A restart's error escaping is the call's expected end.
+            let escaped =
+                restart && !matches!(e, LearnerError::Timeout { .. } | LearnerError::Refused { .. });
+            if !got.killed && !escaped {
                 let status = match e {
                     LearnerError::Timeout { .. } => TestStatus::Timeout,
                     LearnerError::Refused { .. } => TestStatus::Fail,
@@ -715,7 +740,7 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
             }
         }
         let problems = match (&case.call, racer) {
-            (Call::Claim { worker, now_ms }, _) => {
+            (Call::Claim { worker, now_ms }, _) if claim_race => {
                 claim_race_problems(case, racer, worker, *now_ms, &got)
             }
             _ => {
@@ -733,7 +758,7 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
                     best
                 } else {
                     let mut p = vec![format!(
-                        "the call ends as the reference design's call ends with that claim at none of its points; against the closest:"
+                        "the call ends as the reference design's call ends with the same race at none of its points; against the closest:"
                     )];
                     p.extend(best);
                     p
@@ -754,6 +779,40 @@ pub fn run_case_interleaved(learner: &mut dyn Backend, case: &UnitCase, racer: &
     plain
 }
 
+/// Every way a correct call can end when its worker crashes at an instant of it, from
+/// the reference's call restarted at each of its statements (`restarted[j]`: at
+/// statement `j`) and its call alone: what was committed by then, and the provider
+/// calls made by then. Between two statements nothing commits, so a crash anywhere
+/// between statement `j - 1` and statement `j` leaves the tables of a restart at `j`
+/// (after the last statement: the call's own), with the provider calls up to any of
+/// those made in between (a piece may read once more after its commit and before its
+/// send: a crash there has counted the attempt and sent nothing).
+fn crash_instants(restarted: Vec<Outcome>, alone: Outcome) -> Vec<Outcome> {
+    let crashed = Err(LearnerError::Exception {
+        message: "sqlite3.OperationalError: database is restarting".into(),
+    });
+    let mut out: Vec<Outcome> = Vec::new();
+    let mut before = 0;
+    for o in restarted.into_iter().chain([Outcome {
+        returned: crashed,
+        ..alone
+    }]) {
+        let made = o.provider.len();
+        for p in before..made {
+            out.push(Outcome {
+                returned: o.returned.clone(),
+                killed: o.killed,
+                provider: o.provider[..p].to_vec(),
+                statements: o.statements,
+                after: o.after.clone(),
+            });
+        }
+        before = made;
+        out.push(o);
+    }
+    out
+}
+
 /// What races a call in `run_case_interleaved`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Racer {
@@ -761,6 +820,8 @@ pub enum Racer {
     Claim(super::step_world::OtherClaim),
     /// Another connection's write: a webhook.
     Write(super::step_world::OtherWrite),
+    /// The database restarting at a statement of the call (`Script::restart_at_statement`).
+    Restart,
 }
 
 impl Racer {
@@ -776,14 +837,16 @@ impl Racer {
                 w.key,
                 super::sim::status_name(w.status)
             ),
+            Racer::Restart => "the database restarting".into(),
         }
     }
 
-    /// The racer's write on tables.
+    /// The racer's write on tables (a restart writes nothing).
     fn apply(&self, t: &mut Tables, lease_ms: u64) {
         match self {
             Racer::Claim(o) => o.apply(t, lease_ms),
             Racer::Write(w) => w.apply(t),
+            Racer::Restart => {}
         }
     }
 }

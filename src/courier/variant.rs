@@ -237,6 +237,7 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
         kill_at_statement,
         kill_after_send,
         db_down,
+        restart_at_statement,
         sends,
         lookups,
         all_or_nothing,
@@ -247,6 +248,7 @@ fn script(s: &Script, v: &mut impl Values) -> Script {
         kill_at_statement: *kill_at_statement,
         kill_after_send: *kill_after_send,
         db_down: *db_down,
+        restart_at_statement: *restart_at_statement,
         sends: sends
             .iter()
             .map(|a| match a {

@@ -109,31 +109,13 @@ fn first_failure<S: Scenario>(
     None
 }
 
-fn shrink<S: Scenario>(
-    solution: &mut dyn Solution,
-    mut input: S,
-    mut failure: Outcome,
-) -> (S, Outcome, usize) {
-    let (mut tries, mut steps) = (0, 0);
-    'simplify: while tries < SHRINK_BUDGET {
-        for candidate in input.simpler() {
-            if candidate == input {
-                continue;
-            }
-            tries += 1;
-            let outcome = candidate.check(solution);
-            if outcome.status == TestStatus::Fail {
-                (input, failure) = (candidate, outcome);
-                steps += 1;
-                continue 'simplify;
-            }
-            if tries >= SHRINK_BUDGET {
-                break;
-            }
-        }
-        break;
-    }
-    (input, failure, steps)
+fn shrink<S: Scenario>(solution: &mut dyn Solution, input: S, failure: Outcome) -> (S, Outcome, usize) {
+    // A candidate the same as its input is no simplification: not tried.
+    let simpler = |s: &S| s.simpler().into_iter().filter(|c| c != s).collect();
+    crate::shrink::shrink(input, failure, SHRINK_BUDGET, simpler, |candidate| {
+        let outcome = candidate.check(solution);
+        (outcome.status == TestStatus::Fail).then_some(outcome)
+    })
 }
 
 // ---- next_step --------------------------------------------------------------------

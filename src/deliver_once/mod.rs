@@ -164,14 +164,13 @@ pub fn grade_run(
     let mut limit = TimeLimit::new(mode);
     let tests = cases
         .iter()
-        .map(|case| {
-            limit
-                .run(&case.name, case.kind, || {
-                    let outcome = suite::run_case(case, solution, seed);
-                    outcome.report(case, solution.take_output(), audience)
-                })
-                .for_audience(audience)
+        .filter_map(|case| {
+            limit.run(&case.name, case.kind, || {
+                let outcome = suite::run_case(case, solution, seed);
+                outcome.report(case, solution.take_output(), audience)
+            })
         })
+        .map(|t| t.for_audience(audience))
         .collect();
-    Report::new(ID, seed, INFO.xp, tests)
+    limit.report(ID, seed, INFO.xp, tests)
 }

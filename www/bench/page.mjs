@@ -7,7 +7,8 @@
 //      in the browser worker and in Node, against the same checks in pure Python
 //      in Pyodide (the pytest anchor's, www/bench/anchor, without pytest)
 //   4. the time from a click on Run to the first result drawn (median of 20)
-//   5. the courier lab's full run in the worker and in Node
+//   5. the courier lab's full run in the worker and in Node, and in Node the share
+//      of its differential tests (run alone with `only`, beside each whole run)
 //   6. the courier lab's real run (./lab real): its wall time split into phases,
 //      beside an anchor measured in the same bench: the same run with no kills and
 //      no freezes. A shortened run by default (REAL_SHORT: a full one with fairness
@@ -36,6 +37,8 @@ const VISITS = opts.visits;
 const FIRST = opts.first;
 const COURIER_REFERENCE = fs.readFileSync(new URL('../../src/courier/reference.py', import.meta.url), 'utf8');
 const COURIER_RUNS = 3;
+// The start of every courier differential test's name (src/courier/differential.rs PREFIX).
+const DIFFERENTIAL = 'differential: ';
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src', 'deliver_once', 'reference.py'), 'utf8');
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -257,15 +260,30 @@ async function main() {
       courierMs.push(await cpage.evaluate(() => window.deliveryLab.lastRun.ms));
     }
     const cengine = await loadNodeEngine({ labId: 'courier' });
+    // The differential tests' share of a grade (issue 36): the same engine runs them
+    // alone (`only`), each run beside a whole one, so that both meet the same load.
+    // Each run loads the source once, the whole one as the one of some tests only.
+    const differential = cengine.lab.tests.map((t) => t.name).filter((n) => n.startsWith(DIFFERENTIAL));
     const cnodeMs = [];
+    const cdiffMs = [];
     for (let i = 0; i < COURIER_RUNS; i++) {
-      const t0 = performance.now();
+      let t0 = performance.now();
       cengine.run(COURIER_REFERENCE);
       cnodeMs.push(performance.now() - t0);
+      if (!differential.length) continue;
+      t0 = performance.now();
+      const r = cengine.run(COURIER_REFERENCE, { only: differential });
+      cdiffMs.push(performance.now() - t0);
+      if (!r.partial || r.tests.length !== differential.length || r.status !== 'pass') {
+        throw new Error(`the courier reference's differential tests alone: ${r.tests.length} tests, status ${r.status}`);
+      }
     }
     console.log(`\n5. Courier lab, full run of the reference: ${courier.total} tests (unit tests, chaos run, fairness run), limit ${cengine.lab.time_limit_s} s`);
     console.log(`   in the worker (engine.run):                 ${fmtMs(courierMs)}`);
     console.log(`   Node host:                                  ${fmtMs(cnodeMs)}`);
+    console.log(differential.length
+      ? `   its ${differential.length} differential tests alone (Node, only): ${fmtMs(cdiffMs)} = ${(100 * median(cdiffMs) / median(cnodeMs)).toFixed(0)}% of the Node run`
+      : '   differential tests: none in this build (--no-hidden)');
     await cctx.close();
   } finally {
     await browser.close();

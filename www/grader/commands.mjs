@@ -104,6 +104,26 @@ export const PACKAGE = command({
   },
 });
 
+/** Where the LTI tool keeps its keys (and, without --queue, its platforms and state): outside anything served. */
+export const LTI_DIR_DEFAULT = path.join(path.dirname(path.dirname(path.dirname(fileURLToPath(import.meta.url)))), '.lti');
+const LTI_DIR = {
+  type: 'string', value: 'DIR', path: true, defaultText: '.lti/ in the checkout',
+  help: 'the LTI tool\'s folder (mode 0700): its private keys (files of mode 0600), and without --queue its platforms and state',
+};
+const LTI_URL = {
+  type: 'string', value: 'URL', parse: (text, flag) => new URL(httpUrl(text, flag)).href.replace(/\/+$/, ''), defaultText: 'http://127.0.0.1:PORT',
+  help: 'the tool\'s public URL, as the LMS reaches it (https://lab.example): its launch, login and JWKS URLs are under it',
+};
+
+/** An http(s) URL, as given. */
+export function httpUrl(text, flag) {
+  let u;
+  try { u = new URL(text); } catch { throw new UsageError(`${flag} ${JSON.stringify(text)}: give an http(s) URL`); }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new UsageError(`${flag} ${JSON.stringify(text)}: give an http(s) URL`);
+  if (u.username || u.password) throw new UsageError(`${flag}: no user or password in the URL`);
+  return text;
+}
+
 export const SERVE = command({
   name: 'serve',
   brief: 'build, then serve the lab at http://127.0.0.1:8000/ (with --grading, POST /grade too)',
@@ -138,6 +158,12 @@ export const SERVE = command({
       type: 'string', value: 'ORIGIN', multiple: true, default: [], build: true, parse: allowedOrigin,
       help: 'a course page\'s origin that may embed the lab (written into the build) and POST /grade',
     },
+    lti: {
+      type: 'boolean', default: false,
+      help: 'with --grading: also be an LTI 1.3 tool under /lti/ (login, launch, jwks, deep-link, submit) for the platforms ./lab lti registered; grades go back by AGS (docs/lms.md)',
+    },
+    'lti-dir': LTI_DIR,
+    'lti-url': LTI_URL,
     quiet: { type: 'boolean', default: false, help: 'print nothing but errors' },
     'no-isolation': { type: 'boolean', default: false, help: 'no COOP/COEP (a plain site, such as the example course page)' },
   },
@@ -255,6 +281,40 @@ export const TOKEN = command({
   },
 });
 
+export const LTI_ACTIONS = Object.freeze(['add', 'list', 'remove', 'rotate-key', 'keys', 'grades', 'urls']);
+export const LTI_CMD = command({
+  name: 'lti',
+  brief: 'register LMS platforms for the LTI 1.3 tool, rotate its key, list the grades it sent',
+  prog: './lab lti',
+  synopsis: `${LTI_ACTIONS.join('|')} [options]`,
+  summary: 'The LTI 1.3 tool of ./lab serve --grading --lti (docs/lms.md). add: register a platform (an issuer and a client id, '
+    + 'its deployment ids and endpoints; again to change it); list; remove; rotate-key: a new signing key, the old one kept in the '
+    + 'JWKS until the tokens it signed have expired; keys; grades: the scores sent to the platforms (or not, and why); urls: '
+    + 'what to give the LMS. With --queue the platforms and grades are in the queue\'s PostgreSQL, else in --lti-dir; the keys '
+    + 'are always files in --lti-dir.',
+  positionals: { min: 1, max: 1, missing: `name an action: ${LTI_ACTIONS.join(', ')}` },
+  check(values, [action]) {
+    if (!LTI_ACTIONS.includes(action)) throw new UsageError(`name an action: ${LTI_ACTIONS.join(', ')}, not ${action}`);
+    if (action === 'add') {
+      for (const o of ['issuer', 'client-id', 'auth-url', 'token-url', 'jwks-url']) if (values[o] === undefined) throw new UsageError(`add needs --${o}`);
+      if (!values.deployment.length) throw new UsageError('add needs --deployment ID (one or more)');
+    }
+    if (action === 'remove' && (values.issuer === undefined || values['client-id'] === undefined)) throw new UsageError('remove needs --issuer and --client-id');
+  },
+  options: {
+    issuer: { type: 'string', value: 'URL', parse: httpUrl, help: 'add, remove: the platform\'s issuer (iss), as its id_tokens spell it' },
+    'client-id': { type: 'string', value: 'ID', help: 'add, remove: the client id the platform gave this tool' },
+    deployment: { type: 'string', value: 'ID', multiple: true, default: [], help: 'add: a deployment id of the tool on that platform' },
+    'auth-url': { type: 'string', value: 'URL', parse: httpUrl, help: 'add: the platform\'s OIDC authentication request URL' },
+    'token-url': { type: 'string', value: 'URL', parse: httpUrl, help: 'add: the platform\'s OAuth 2 access token URL' },
+    'jwks-url': { type: 'string', value: 'URL', parse: httpUrl, help: 'add: the platform\'s public keyset URL (JWKS)' },
+    'lti-dir': LTI_DIR,
+    queue: { type: 'string', value: 'URL', parse: queueUrl, help: 'the platforms and grades in this PostgreSQL (the one ./lab serve --queue uses)', defaultText: 'the files of --lti-dir' },
+    'lti-url': LTI_URL,
+    limit: { type: 'string', value: 'N', parse: number({ int: true, min: 1 }), default: 50, help: 'grades: the newest N' },
+  },
+});
+
 /** A --queue URL: a PostgreSQL connection string. */
 export function queueUrl(text) {
   if (!/^postgres(?:ql)?:\/\//.test(text)) throw new UsageError(`--queue ${JSON.stringify(text)}: give a PostgreSQL URL, postgres://USER:PASSWORD@HOST/DB`);
@@ -273,7 +333,7 @@ export const REAL = {
 };
 
 export const COMMANDS = Object.freeze({
-  serve: SERVE, test: TEST, build: BUILD, bench: BENCH, mutants: MUTANTS, grade: GRADE, package: PACKAGE, worker: WORKER, token: TOKEN, real: REAL,
+  serve: SERVE, test: TEST, build: BUILD, bench: BENCH, mutants: MUTANTS, grade: GRADE, package: PACKAGE, worker: WORKER, token: TOKEN, lti: LTI_CMD, real: REAL,
 });
 
 /** ./lab --help: every command, its synopsis and what it does. */

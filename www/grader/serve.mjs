@@ -30,6 +30,10 @@
 // labs only (404). A client that disconnects aborts its submission: it leaves the
 // queue, or its sandbox is killed.
 //
+// --lti (with --grading) also makes it an LTI 1.3 tool under /lti/ (grader/lti/tool.mjs,
+// docs/lms.md): launches from the platforms ./lab lti registered, deep linking, and the
+// grade this server makes sent back to the LMS.
+//
 // Whom it serves (DNS rebinding, cross-site posts): only requests whose Host is
 // 127.0.0.1, localhost or [::1] (with the port or without) or a --host NAME (421
 // otherwise, pages included); POST /grade only without an Origin header (curl, the
@@ -46,7 +50,7 @@ import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseOrigin } from './origin.mjs';
 import { command, usageExit, UsageError } from './args.mjs';
-import { allowedOrigin, hostName, SERVE } from './commands.mjs';
+import { allowedOrigin, hostName, LTI_DIR_DEFAULT, SERVE } from './commands.mjs';
 import Ajv from 'ajv';
 import { SEED_MAX } from '../host/engine.mjs';
 
@@ -105,6 +109,12 @@ export function parseArgs(argv) {
   if (v.open) {
     if (!opts.queue) throw new UsageError('--open goes with --grading --queue');
     opts.open = true;
+  }
+  if (v.lti) {
+    if (!opts.grading) throw new UsageError('--lti goes with --grading: the server grades what the LMS\'s learners submit');
+    opts.lti = { dir: v['lti-dir'] ?? LTI_DIR_DEFAULT, ...(v['lti-url'] ? { url: v['lti-url'] } : {}) };
+  } else if (v['lti-dir'] !== undefined || v['lti-url'] !== undefined) {
+    throw new UsageError('--lti-dir and --lti-url go with --lti');
   }
   return opts;
 }
@@ -471,7 +481,7 @@ const REQUESTS = Symbol('requests on this connection');
  * besides its own that may POST /grade. The limits default to SERVER_LIMITS.
  */
 export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden, quiet = false, isolate = true, grading = false, jobs = 1,
-  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, open = false, ...limits } = {}) {
+  hosts = [], allowOrigins = [], secretFile, hiddenStatuses = 'each', buildWatchMs = BUILD_WATCH_MS, queue = null, open = false, lti = null, ...limits } = {}) {
   const lim = { ...SERVER_LIMITS, ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) };
   root = path.resolve(root);
   if (!fs.existsSync(path.join(root, 'index.html'))) {
@@ -500,9 +510,10 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
     const registry = new (await loadGrader()).Grader();
     return { registry, hiddenOf: servicePolicy({ registry, secretFile, statuses: hiddenStatuses }) };
   };
+  let graderShared = null; // { registry, hiddenOf }: the grading's, the LTI tool's too
   if (grading && queue) {
     const g = grading === true ? {} : grading;
-    const { registry, hiddenOf } = await graderAndHidden();
+    const { registry, hiddenOf } = graderShared = await graderAndHidden();
     const { createQueueFront } = await import(pathToFileURL(path.join(HERE, 'queue', 'front.mjs')).href);
     front = await createQueueFront({
       connectionString: queue, registry, hiddenOf, allowOrigins, headers: security('api'),
@@ -522,7 +533,7 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
       pool = createGradingPool({ jobs: poolJobs, ...(g.timeoutS ? { timeoutS: g.timeoutS } : {}) });
       await pool.ready;
     }
-    const { registry, hiddenOf } = await graderAndHidden();
+    const { registry, hiddenOf } = graderShared = await graderAndHidden();
     grade = createGradeHandler({
       pool, jobs: poolJobs, labs: g.labs ?? knownLabs(root, registry), allowOrigins, hiddenOf,
       ...(g.maxBodyBytes ? { maxBodyBytes: g.maxBodyBytes } : {}),
@@ -535,6 +546,35 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
     });
   }
   let allowedHosts = new Set(); // filled once the port is known
+  let boundUrl = null; // http://127.0.0.1:PORT, once listening
+
+  // The LTI 1.3 tool (lti/tool.mjs): it grades with the server's own grader (its pool,
+  // or the queue), never with a score a page sends.
+  let ltiTool = null;
+  let ltiStore = null;
+  if (lti) {
+    if (!grading) throw new Error('lti needs grading: the server grades what the LMS\'s learners submit');
+    const dir = path.resolve(lti.dir);
+    if (dir === root || dir.startsWith(root + path.sep) || root.startsWith(dir + path.sep)) {
+      throw new Error(`the LTI folder ${dir} holds or is inside the folder this server serves (${root}): its private keys must not be served; give --lti-dir elsewhere`);
+    }
+    const { createLtiTool } = await import('./lti/tool.mjs');
+    const { keyRing } = await import('./lti/keys.mjs');
+    const { openStore } = await import('./lti/store.mjs');
+    ltiStore = lti.store ?? await openStore({ queue, dir });
+    const keys = keyRing(dir);
+    await keys.current(); // a signing key from the start: the JWKS is never empty
+    const { registry, hiddenOf } = graderShared;
+    const labs = JSON.parse(registry.labs()).map((l) => ({ id: l.id, title: l.title, maxScore: JSON.parse(registry.lab(l.id)).tests.length }));
+    const ltiGrade = front
+      ? ({ lab, source, platform }) => front.gradeNow({ lab, source, client: `lti:${platform}` }) // a client per LMS: the fair claim's
+      : ({ lab, source }) => pool.grade({ lab, source, hidden: hiddenOf(lab, source), format: 'json' });
+    ltiTool = createLtiTool({
+      store: ltiStore, keys, labs, grade: ltiGrade, baseUrl: () => lti.url ?? boundUrl,
+      ...(lti.fetch ? { fetch: lti.fetch } : {}), ...(lti.now ? { now: lti.now } : {}), ...(lti.retry ? { retry: lti.retry } : {}),
+      ...(lti.limits ? { limits: lti.limits } : {}), ...(quiet ? { log: () => {} } : {}),
+    });
+  }
 
   const send = (res, status, body, headers = {}) => {
     res.writeHead(status, {
@@ -573,6 +613,7 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
       return send(res, 400, 'Bad request\n');
     }
     if (rel.includes('\0')) return send(res, 400, 'Bad request\n'); // fs throws on a NUL in a path
+    if (ltiTool && ltiTool.handle(req, res, rel)) return;
     if (front && front.handle(req, res)) return;
     if (grade && rel === '/grade') return grade(req, res);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -636,7 +677,7 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
   server.maxConnections = lim.maxConnections;
 
   const embedding = watchBuild(root, frameAncestors, { intervalMs: buildWatchMs, quiet });
-  server.on('close', () => { front?.close(); pool?.close?.(); embedding.stop(); });
+  server.on('close', () => { front?.close(); pool?.close?.(); embedding.stop(); ltiStore?.close(); });
   // Malformed HTTP, headers over the limit, timeouts, resets. The parser repeats its
   // error for every later chunk on that connection: answer once.
   server.on('clientError', (err, socket) => {
@@ -680,8 +721,11 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
       const bound = server.address().port;
       allowedHosts = hostSet([...LOOPBACK_NAMES, ...hosts], bound);
       const url = `http://127.0.0.1:${bound}/`;
+      boundUrl = url.slice(0, -1);
       if (!quiet) console.log(url);
-      resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : front ? { stats: front.stats, pool: null, front } : null, embedding: embedding.state });
+      if (ltiTool && !quiet) console.error(`serve: LTI 1.3 tool at ${lti.url ?? boundUrl}/lti/ (login, launch, jwks): ./lab lti urls says what the LMS asks`);
+      resolve({ server, url, grading: grade ? { stats: grade.stats, pool } : front ? { stats: front.stats, pool: null, front } : null, embedding: embedding.state,
+        lti: ltiTool });
     });
   });
 }

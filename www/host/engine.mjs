@@ -207,16 +207,19 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
    * it fails); never for a learner. `hiddenSeed`: the hidden tests' variant (a
    * 32-bit number, for a lab whose `hidden_variants` is true; absent, the hidden
    * cases as written); no report shows it. `hiddenStatuses`: `each` (the default) or
-   * `aggregate` (only how many hidden tests passed).
+   * `aggregate` (only how many hidden tests passed). `only`: test names, run alone
+   * (the report lists them alone and says `partial: true`; none hidden when
+   * `hiddenStatuses` is `aggregate`); not with `verdict`.
    */
-  function run(source, { seed, verdict = false, hiddenSeed, hiddenStatuses } = {}) {
+  function run(source, { seed, verdict = false, hiddenSeed, hiddenStatuses, only } = {}) {
+    if (verdict && only) throw new Error('run(): `only` and `verdict` do not go together');
     seed = seedOf(seed);
     const loaded = JSON.parse(py.load(String(source), functionsJson, lab.time_limit_s));
     if (loaded.error) return errorReport(loaded.error, seed, hiddenStatuses);
     if (loaded.timeout) return timeoutReport(loaded.timeout, seed, hiddenStatuses);
     return JSON.parse(verdict
       ? grader.verdict(labId, solution, seed, hiddenSeed)
-      : grader.grade(labId, solution, seed, undefined, hiddenSeed, hiddenStatuses));
+      : grader.grade(labId, solution, seed, undefined, hiddenSeed, hiddenStatuses, only));
   }
 
   return { lab, grader, run, errorReport, timeoutReport };

@@ -2,7 +2,7 @@
 import { EditorView, basicSetup } from 'codemirror';
 import { python, pythonLanguage } from '@codemirror/lang-python';
 import { indentWithTab } from '@codemirror/commands';
-import { indentUnit } from '@codemirror/language';
+import { indentUnit, syntaxHighlighting } from '@codemirror/language';
 import { EditorState, Prec } from '@codemirror/state';
 import { keymap } from '@codemirror/view';
 import { highlightCode, classHighlighter } from '@lezer/highlight';
@@ -14,7 +14,17 @@ const theme = EditorView.theme({
   '.cm-gutters': { background: 'var(--code-bg)', borderRight: '1px solid var(--line)' },
   // CodeMirror's own focus mark is a 1px dotted line; the page's focus ring instead.
   '&.cm-focused': { outline: '2px solid var(--accent)', outlineOffset: '-2px' },
+  // The page's colours (style.css), so that the dark theme reaches the editor too.
+  '.cm-cursor, .cm-dropCursor': { borderLeftColor: 'var(--ink)' },
+  '.cm-activeLine': { background: 'var(--active-line)' },
+  '.cm-activeLineGutter': { background: 'var(--active-line)' },
+  '.cm-gutterElement': { color: 'var(--muted)' },
+  '&.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground, .cm-selectionBackground': { background: 'var(--selection)' },
+  '.cm-matchingBracket': { background: 'var(--selection) !important', color: 'inherit !important' },
 });
+// The tok-* classes, coloured by style.css in both themes (CodeMirror's default colours
+// are for a light page only; with a highlighter of its own it steps aside).
+const highlight = syntaxHighlighting(classHighlighter);
 
 /**
  * The content element is the editor's tab stop and textbox: it gets a name, and an
@@ -36,6 +46,7 @@ export function createEditor(parent, doc, { onChange, onRun, help }) {
       doc,
       extensions: [
         basicSetup,
+        highlight,
         python(),
         indentUnit.of('    '),
         EditorState.tabSize.of(4),
@@ -56,6 +67,13 @@ export function createEditor(parent, doc, { onChange, onRun, help }) {
       view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: String(text) } });
     },
     focus: () => view.focus(),
+    /** The line of `def name(` (1-based), or null when the code defines no such function. */
+    lineOfFunction(name) {
+      const re = new RegExp(`^\\s*(async\\s+)?def\\s+${name.replace(/[^A-Za-z0-9_]/g, '')}\\s*\\(`);
+      const doc = view.state.doc;
+      for (let i = 1; i <= doc.lines; i++) if (re.test(doc.line(i).text)) return i;
+      return null;
+    },
     goToLine(n) {
       const line = view.state.doc.line(Math.max(1, Math.min(n, view.state.doc.lines)));
       view.dispatch({ selection: { anchor: line.from, head: line.to }, scrollIntoView: true });
@@ -71,7 +89,7 @@ export function createViewer(parent, doc, label) {
     state: EditorState.create({
       doc,
       extensions: [basicSetup, python(), EditorState.readOnly.of(true), EditorView.editable.of(false),
-        contentA11y({ 'aria-label': label }), theme],
+        contentA11y({ 'aria-label': label }), theme, highlight],
     }),
   });
 }

@@ -8,6 +8,11 @@ import { Runner } from './runner.js';
 import { renderReport, summarySentence, h } from './results.js';
 import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes } from './offline.js';
 import { loadLabGrader } from './grader_module.js';
+import { applyTheme, themeSwitch, scrollBehavior } from './theme.js';
+import { labStore } from './progress.js';
+import { renderPredict, renderHints, renderYourTurn } from './journey.js';
+
+applyTheme(); // before the first paint that matters: the stored choice, else the system's
 
 // ?embed: the compact layout for a host page's iframe, talking to the host by
 // postMessage (www/page/EMBED.md) if the build allows any origin (build.mjs --allow-origin);
@@ -18,18 +23,30 @@ const EMBED = params.has('embed');
 // __DEFAULT_LAB__: the registry's first lab, written in by build.mjs.
 const LAB_ID = params.get('lab') || __DEFAULT_LAB__;
 const $ = (id) => document.getElementById(id);
-const storageKey = (k) => `delivery-lab:${LAB_ID}:${k}`;
-
-// localStorage can throw (storage disabled, quota); the page works without it.
-const store = {
-  get(k) { try { return localStorage.getItem(storageKey(k)); } catch { return null; } },
-  set(k, v) { try { localStorage.setItem(storageKey(k), v); return true; } catch { return false; } },
-};
+// What the page keeps on this device (progress.js): code, XP, best run, answers, hints.
+const store = labStore(LAB_ID);
 
 const state = {
   build: null, grader: null, lab: null, editor: null, runner: null,
   pythonReady: false, running: 0, lastReport: null, lastRun: null, runs: 0, unsavedSaid: false,
+  // The journey (journey.js): this lab's entry in build.json's course, and its parts.
+  journey: null, predict: null, hintCounts: null, yourTurn: null, next: null,
 };
+
+/**
+ * What the staff see of the learner's journey, in each `result` message (EMBED.md):
+ * the Predict answer and whether it was right, hints opened per task (never a
+ * penalty: the score is the tests' alone), the Your turn answer.
+ */
+function journeyReport() {
+  if (!state.journey) return null;
+  const answerOf = (q, a) => (a === null || a === undefined ? null : { answer: a + 1, correct: a === q.correct });
+  return {
+    predict: answerOf(state.journey.predict, state.predict?.answer()),
+    hints: state.hintCounts ? state.hintCounts() : { opened: 0, byTask: [] },
+    ...(state.yourTurn ? { yourTurn: answerOf(state.journey.yourTurn, state.yourTurn.answer()) } : {}),
+  };
+}
 
 /** The page was built without hidden tests: the server grades them (POST grade). */
 const hiddenOnServer = () => state.build?.hidden === false;
@@ -167,11 +184,14 @@ function resultMessage(report, extra) {
     status: report.status,
     passed: report.passed, failed: report.failed, total: report.total,
     score: report.score, maxScore: report.max_score, xp: report.xp,
-    allPassed: report.status === 'pass' && report.total > 0 && (extra.via === 'server' || !hiddenOnServer()),
+    allPassed: report.status === 'pass' && report.total > 0 && !report.partial && (extra.via === 'server' || !hiddenOnServer()),
+    // Only some tests ran ("Run this test"): the figures are theirs alone.
+    partial: !!report.partial,
     examples: report.examples, hidden: report.hidden,
     seed: report.seed,
     message: report.message ?? null,
     tests: report.tests.map((t) => ({ name: t.name, kind: t.kind, status: t.status, points: t.points, maxPoints: t.max_points })),
+    journey: journeyReport(),
     ...extra,
   };
 }
@@ -344,7 +364,12 @@ function startPython() {
   return ready;
 }
 
-async function runTests({ trigger = 'learner', requestId } = {}) {
+/**
+ * Runs the tests on the editor's code: all of them, or `only` those named (a test's
+ * "Run this test", Your turn's fairness load): such a report says `partial: true`,
+ * earns no XP and is no best run.
+ */
+async function runTests({ trigger = 'learner', requestId, only } = {}) {
   performance.mark('run-click');
   const runId = ++state.runs;
   const ids = { runId, trigger, ...(requestId !== undefined ? { requestId } : {}) };
@@ -353,7 +378,8 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   setBusy('run', true);
   $('results').setAttribute('aria-busy', 'true');
   const source = state.editor.getCode();
-  const running = () => setStatus(`Running ${state.lab.tests.length} tests…`, 'busy');
+  const count = only ? only.length : state.lab.tests.length;
+  const running = () => setStatus(`Running ${count} test${count === 1 ? '' : 's'}…`, 'busy');
   let shown = false;
   const show = () => {
     shown = true;
@@ -373,7 +399,7 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   try {
     await startPython();
     if (shown) running();
-    outcome = await state.runner.run(source);
+    outcome = await state.runner.run(source, only ? { only } : {});
   } catch (e) {
     const report = JSON.parse(state.grader.error_report(LAB_ID, undefined,
       `The page could not run your code: ${e.message || e}`));
@@ -391,18 +417,19 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   const results = $('results');
   results.hidden = false;
   renderReport(results, report, {
-    ms, stopped, stop: outcome.stop ?? null, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), hiddenOnServer: hiddenOnServer(), via: 'browser',
+    ms, stopped, stop: outcome.stop ?? null, limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), onJumpToCode: jumpFor, onRunOne: runOne, hiddenOnServer: hiddenOnServer(), via: 'browser',
   });
+  afterRun(report);
   performance.mark('results-drawn');
   performance.measure('run-to-results', 'run-click', 'results-drawn');
   // The next frame is when the learner can see it.
   requestAnimationFrame(() => performance.mark('results-painted'));
 
   // Without the hidden tests a pass is the examples only: the XP waits for the server.
-  if (report.status === 'pass' && !hiddenOnServer()) earnXp(report);
+  if (report.status === 'pass' && !report.partial && !hiddenOnServer()) earnXp(report);
   // Results below the fold are scrolled to, without a jump when they are in view
   // (not when a host page asked for the run: its page is not ours to scroll).
-  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: scrollBehavior() });
   // The result, announced once: the summary, then what to do next.
   const said = summarySentence(report, { limitS: limitS(), hiddenOnServer: hiddenOnServer() });
   if (outcome.failed) setStatus(`${said}. ${report.message}`, 'error');
@@ -413,6 +440,52 @@ async function runTests({ trigger = 'learner', requestId } = {}) {
   else setStatus(`${said}. Graded in ${(ms / 1000).toFixed(2)} s; Ctrl+Enter runs again, each run stops after ${limitS()} s.`);
   toHost('result', resultMessage(report, { ...ids, via: 'browser', stopped: stopped ?? null }));
   return report;
+}
+
+/** "Run this test" on a test's row: the test alone; then the focus goes back to that row's button. */
+async function runOne(name) {
+  if (busy('run')) return;
+  await runTests({ only: [name] });
+  const row = [...$('results').querySelectorAll('[data-test]')].find((el) => el.dataset.test === name);
+  row?.querySelector('button.run-one')?.focus();
+}
+
+/** After every run: the best run kept (the course map's progress), Predict's explanation opened, Your turn redrawn. */
+function afterRun(report) {
+  if (report.status !== 'error' && report.total > 0 && !report.partial) {
+    const best = store.json('best');
+    if (!best || report.passed > best.passed || best.total !== report.total) {
+      store.set('best', JSON.stringify({ passed: report.passed, total: report.total }));
+    }
+  }
+  state.predict?.reveal();
+  state.yourTurn?.update(report);
+  // A full pass leads on to the next lab of the course.
+  if (report.status === 'pass' && state.next) {
+    $('results').querySelector('.summary')?.after(h('p.next-lab', 'On to the next lab: ',
+      h('a', { href: `index.html?lab=${encodeURIComponent(state.next.id)}` }, state.next.title)));
+  }
+}
+
+/** The editor at the first of `functions` the code defines (a task's, or a test's task's). */
+function jumpToFunctions(functions) {
+  for (const fn of functions) {
+    const line = state.editor.lineOfFunction(fn);
+    if (line) {
+      state.editor.goToLine(line);
+      setStatus(`The editor is at def ${fn}, line ${line}.`);
+      return;
+    }
+  }
+  setStatus(`Your code defines no ${functions.join(' or ')} yet: Reset brings back the starter.`, 'error');
+}
+
+/** For a test row: its task's function, and a jump there (null when the lab does not say). */
+function jumpFor(name) {
+  const task = state.lab.tests.find((t) => t.name === name)?.task;
+  const functions = task ? state.lab.task_functions?.[task - 1] : null;
+  if (!functions?.length) return null;
+  return { fn: functions[0], jump: () => jumpToFunctions(functions) };
 }
 
 function earnXp(report) {
@@ -492,8 +565,9 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
   state.lastReport = report;
   const results = $('results');
   results.hidden = false;
-  renderReport(results, report, { limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), via: 'server' });
-  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+  renderReport(results, report, { limitS: limitS(), onGoToLine: (n) => state.editor.goToLine(n), onJumpToCode: jumpFor, via: 'server' });
+  afterRun(report);
+  if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: scrollBehavior() });
   if (report.status === 'pass') earnXp(report);
   setStatus(report.status === 'error' ? 'Your code could not be graded; the message below says why.'
     : `Graded by the server: ${report.passed} of ${report.total} tests pass, hidden ones included.`, report.status === 'pass' ? '' : 'error');
@@ -549,6 +623,30 @@ function renderInstructions(md) {
   for (const pre of el.querySelectorAll('pre')) keyboardScrollable(pre, `Code: ${sectionOf(pre)}`);
 }
 
+/** The header's place in the course, Predict, the hints, Your turn (journey.js). */
+function startJourney(build, lab) {
+  const course = Array.isArray(build.course) ? build.course : [];
+  const i = course.findIndex((c) => c.id === lab.id);
+  themeSwitch($('theme'));
+  if (i < 0) return;
+  const journey = course[i];
+  state.journey = journey;
+  const next = course[i + 1];
+  state.next = next ?? null;
+  $('course-nav').append(h('span.part', `Lab ${i + 1} of ${course.length}`));
+  if (next) $('course-nav').append(h('a.next', { href: `index.html?lab=${encodeURIComponent(next.id)}` }, `Next: ${next.title}`));
+  const instructions = $('instructions');
+  instructions.prepend(h('div.lab-course', h('p.practises-head', 'Practises'), h('ul.practises', journey.practises.map((x) => h('li', x)))));
+  state.hintCounts = renderHints(instructions, journey, lab, store, jumpToFunctions);
+  state.predict = renderPredict(instructions, journey, store);
+  if (journey.yourTurn) {
+    state.yourTurn = renderYourTurn($('your-turn'), journey, store, {
+      // The fairness load alone: its test, your claim and FIFO on the same arrivals.
+      run: () => (busy('run') ? Promise.resolve(state.lastReport) : runTests({ only: [journey.yourTurn.test] })),
+    });
+  }
+}
+
 async function boot() {
   // Python's worker first, before anything else the page waits for: when Pyodide is
   // stored, a cached visit's wait is mostly the worker's, so it starts now, beside
@@ -588,6 +686,7 @@ async function boot() {
     h('span.chip', hiddenOnServer() ? `${lab.tests.filter((t) => t.kind === 'example').length} examples here, hidden tests on the server`
       : `${lab.tests.filter((t) => t.kind === 'example').length} examples, ${lab.tests.filter((t) => t.kind === 'hidden').length} hidden tests`));
   renderInstructions(lab.instructions_md);
+  startJourney(build, lab);
 
   const saved = store.get('code');
   let savedTimer = null;
@@ -655,10 +754,17 @@ window.deliveryLab = {
   },
   setCode(source) { needEditor(); state.editor.setCode(source); },
   getCode() { needEditor(); return state.editor.getCode(); },
-  /** Runs the tests on the editor's code; resolves to the report (the engine's JSON, parsed). */
-  run() { return booted.then(() => runTests()); },
+  /** Runs the tests on the editor's code (`{only: [names]}`: those alone); resolves to the report (the engine's JSON, parsed). */
+  run({ only } = {}) {
+    if (only !== undefined && !(Array.isArray(only) && only.every((n) => typeof n === 'string'))) {
+      return Promise.reject(new TypeError('deliveryLab.run({only}): only is a list of test names'));
+    }
+    return booted.then(() => runTests(only ? { only } : {}));
+  },
   /** A page built without hidden tests: sends the code to POST grade; resolves to the server's report (or {error}). */
   submit() { return booted.then(() => submitForGrading()); },
+  /** The journey as the staff's `result` message carries it: Predict, hints opened, Your turn. */
+  get journey() { return journeyReport(); },
   /** How Python started in the worker: { mode: 'snapshot'|'boot', ms, why, snapshot } (see watchWorker). */
   get python() { return { ...python }; },
   /** Embedding: { enabled, allowOrigins, hostOrigins, ignored, log, sent }; ignored counts messages not acted on. */

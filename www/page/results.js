@@ -99,7 +99,7 @@ function renderRows(rows) {
  * Ratios to a baseline of 1 as horizontal bars, grouped, with the limit as a dashed
  * line; the numbers are in the picture's description for screen readers.
  */
-function renderBars(fig) {
+export function renderBars(fig) {
   const id = `figure-${++figureIds}`;
   const W = 600, LABEL_W = 190, BAR_H = 16, GAP = 6, GROUP_GAP = 14, TOP = 26, RIGHT_TEXT = 120;
   const all = fig.groups.flatMap((g) => g.bars.map((b) => b.ratio));
@@ -143,7 +143,49 @@ function renderFigure(fig) {
   return null;
 }
 
-function renderExample(t, { onGoToLine }) {
+/** "Jump to the code": a button to the learner's function this test exercises, when the page knows it. */
+function jumpButton(t, onJumpToCode, label) {
+  if (!onJumpToCode) return null;
+  const go = onJumpToCode(t.name);
+  return go ? h('button.link.jump', { type: 'button', onclick: go.jump, 'aria-label': `${label}: jump to ${go.fn} in the editor` }, `Jump to ${go.fn}`) : null;
+}
+
+/** "Run this test": the test alone, on the code as it is now (engine.run's `only`). */
+function runOneButton(t, onRunOne) {
+  if (!onRunOne) return null;
+  return h('button.link.run-one', { type: 'button', onclick: () => onRunOne(t.name), 'aria-label': `Run this test: “${t.name}”` }, 'Run this test');
+}
+
+/**
+ * The hidden tests' buttons are one tab stop (a roving tabindex): Tab reaches the list
+ * once, the arrow keys move between its buttons (up and down by row, left and right
+ * within one), Home and End to the first and last. Without it a long failing list
+ * would put two tab stops per test between the learner and the rest of the page.
+ */
+function rovingButtons(list) {
+  const rows = () => [...list.querySelectorAll('li')].map((li) => [...li.querySelectorAll('button')]).filter((b) => b.length);
+  const all = () => rows().flat();
+  const first = all()[0];
+  for (const b of all()) b.tabIndex = b === first ? 0 : -1;
+  list.addEventListener('keydown', (e) => {
+    const grid = rows();
+    const r = grid.findIndex((row) => row.includes(document.activeElement));
+    if (r < 0) return;
+    const c = grid[r].indexOf(document.activeElement);
+    const at = (rr, cc) => grid[rr][Math.min(cc, grid[rr].length - 1)];
+    const to = { ArrowDown: () => at(Math.min(r + 1, grid.length - 1), c), ArrowUp: () => at(Math.max(r - 1, 0), c),
+      ArrowRight: () => grid[r][Math.min(c + 1, grid[r].length - 1)], ArrowLeft: () => grid[r][Math.max(c - 1, 0)],
+      Home: () => grid[0][0], End: () => grid.at(-1)[0] }[e.key];
+    if (!to) return;
+    e.preventDefault();
+    const next = to();
+    for (const b of grid.flat()) b.tabIndex = b === next ? 0 : -1;
+    next.focus();
+  });
+  return list;
+}
+
+function renderExample(t, { onGoToLine, onJumpToCode, onRunOne }) {
   const parts = t.status === 'fail' ? failureParts(t) : null;
   const body = [];
   const figure = t.figure ? renderFigure(t.figure) : null;
@@ -182,6 +224,8 @@ function renderExample(t, { onGoToLine }) {
     h('header',
       h('span.icon', { 'aria-hidden': 'true' }, ICON[t.status] || '?'),
       h('span.name', t.name),
+      jumpButton(t, onJumpToCode, t.name),
+      runOneButton(t, onRunOne),
       h('span.badge', STATUS_WORD[t.status] || t.status)),
     body.length ? h('div.body', body) : null);
 }
@@ -200,7 +244,14 @@ function summaryOf(report, info) {
   const timedOut = report.tests.some((t) => t.status === 'timeout');
   // hiddenOnServer: a page built without hidden tests graded only the examples.
   const onServer = !!info.hiddenOnServer && !report.tests.some((t) => t.kind === 'hidden') && report.status !== 'error';
-  const allPass = report.status === 'pass';
+  const allPass = report.status === 'pass' && !report.partial;
+  // A run of one test (or a few) from their rows: what it says is theirs alone.
+  if (report.partial && report.status !== 'error') {
+    const one = report.tests.length === 1 ? report.tests[0] : null;
+    const headline = one ? `“${one.name}” ${one.status === 'pass' ? 'passes' : STATUS_WORD[one.status] ?? one.status}`
+      : `${report.passed} of ${report.total} chosen tests pass`;
+    return { headline, onServer, timedOut, allPass };
+  }
   const headline = allPass && onServer ? `All ${report.total} examples pass`
     : allPass ? `All ${report.total} tests pass`
     : report.status === 'error' ? 'Your code could not be graded'
@@ -217,6 +268,7 @@ function summaryOf(report, info) {
 export function summarySentence(report, info) {
   const { headline, onServer } = summaryOf(report, info);
   if (report.status === 'error') return headline;
+  if (report.partial) return `${headline} (only ${report.total === 1 ? 'this test' : 'these tests'} ran)`;
   const { examples: e, hidden } = report;
   return `${headline}: examples ${e.passed} of ${e.total}, ${onServer ? 'hidden tests on the server' : `hidden ${hidden.passed} of ${hidden.total}`}`;
 }
@@ -225,7 +277,9 @@ export function summarySentence(report, info) {
  * @param {HTMLElement} root
  * @param {object} report the engine's report
  * @param {{stopped?:string|null, stop?:object|null, ms?:number|null, limitS:number, onGoToLine?:Function,
- *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info  stop: why the runner stopped the
+ *   onJumpToCode?:(name:string)=>({fn:string, jump:Function}|null), onRunOne?:(name:string)=>void,
+ *   hiddenOnServer?:boolean, via?:'browser'|'server'}} info  onJumpToCode: the learner's function a test
+ *   exercises (its task's), as a button on its row; onRunOne: "Run this test" on each row  stop: why the runner stopped the
  *   run ({why: 'stuck'|'slow', afterMs, calls, ...}, runner.js), when it did
  */
 export function renderReport(root, report, info) {
@@ -243,6 +297,7 @@ export function renderReport(root, report, info) {
       info.ms != null ? h('span.timing', `graded in ${(info.ms / 1000).toFixed(2)} s`) : null));
 
   const notes = [];
+  if (report.partial) notes.push(h('p.note.partial', `Only ${report.total === 1 ? 'this test' : 'these tests'} ran, on your code as it is now; Run runs them all (and a full pass earns the XP).`));
   if (report.status === 'error' && report.message) notes.push(messageBlock(report.message, info.onGoToLine));
   if (timedOut && report.status !== 'error') {
     const stop = info.stop;
@@ -273,9 +328,12 @@ export function renderReport(root, report, info) {
       report.hidden.passed < report.hidden.total && report.status !== 'error'
         ? h('p.hint', 'Each name says what it checks; the rules behind them are under “What the tests check” in the lab.')
         : null,
-      h('ul.hidden-tests', hidden.map((t) => h(`li.${t.status}`, { 'data-test': t.name, 'data-status': t.status },
-        h('span.icon', { 'aria-hidden': 'true' }, ICON[t.status] || '?'),
-        h('span.name', t.name),
-        h('span.sr', ` (${STATUS_WORD[t.status] || t.status})`))))),
+      info.onRunOne && hidden.length ? h('p.hint', { id: 'hidden-keys' }, 'The arrow keys move between the buttons of this list.') : null,
+      rovingButtons(h('ul.hidden-tests', info.onRunOne && hidden.length ? { 'aria-describedby': 'hidden-keys' } : null,
+        hidden.map((t) => h(`li.${t.status}`, { 'data-test': t.name, 'data-status': t.status },
+          h('span.icon', { 'aria-hidden': 'true' }, ICON[t.status] || '?'),
+          h('span.name', t.name),
+          h('span.sr', ` (${STATUS_WORD[t.status] || t.status})`),
+          h('span.row-actions', jumpButton(t, info.onJumpToCode, t.name), runOneButton(t, info.onRunOne))))))),
     h('p.replay', `Seed ${report.seed}.`));
 }

@@ -190,15 +190,16 @@ export class Runner {
    * Grades `source`. Resolves to {report, ms, stopped, stop, wallMs, calls}: stopped is
    * null, or 'interrupted' / 'terminated' for a run that was stopped, and then `stop`
    * says why ({why: 'stuck'|'slow', ...}: stopMessage); calls: the learner's calls
-   * that returned. `slowCallMs` (tests only): each call made that much slower.
+   * that returned. `slowCallMs` (tests only): each call made that much slower. `only`:
+   * test names to run alone (engine.run's `only`: the report lists them, `partial: true`).
    */
-  run(source, { seed, slowCallMs } = {}) {
-    const result = this.queue.then(() => this.#runNow(source, seed, slowCallMs));
+  run(source, { seed, slowCallMs, only } = {}) {
+    const result = this.queue.then(() => this.#runNow(source, seed, slowCallMs, only));
     this.queue = result.catch(() => {});
     return result;
   }
 
-  async #runNow(source, seed, slowCallMs) {
+  async #runNow(source, seed, slowCallMs, only) {
     await this.start();
     const id = this.nextId++;
     const worker = this.worker;
@@ -260,7 +261,7 @@ export class Runner {
         check = setTimeout(look, Math.max(0, checkDue - t));
       };
       check = setTimeout(look, Math.max(0, checkDue - started));
-      worker.postMessage({ type: 'run', id, source, seed, ...(slowCallMs ? { slowCallMs } : {}) });
+      worker.postMessage({ type: 'run', id, source, seed, ...(slowCallMs ? { slowCallMs } : {}), ...(only ? { only } : {}) });
     });
   }
 }

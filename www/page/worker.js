@@ -4,7 +4,7 @@
 //
 // Messages (main -> worker):
 //   {type:'init', interruptBuffer?, lab?}   load the grader, then Pyodide, for this lab
-//   {type:'run', id, source, seed?, slowCallMs?}  grade source (slowCallMs: tests only, each
+//   {type:'run', id, source, seed?, slowCallMs?, only?}  grade source (only: test names run alone; slowCallMs: tests only, each
 //                                            call of the learner's code made that much slower)
 //   {type:'timeout-report', id, message}     a report for a run stopped at the limit
 //                                            (needs only the grader, not Pyodide)
@@ -180,7 +180,7 @@ async function start(msg) {
   engineReady.catch((e) => post({ type: 'failed', text: `Python could not be loaded: ${e && e.message || e}` }));
 }
 
-async function run({ id, source, seed, slowCallMs }) {
+async function run({ id, source, seed, slowCallMs, only }) {
   const engine = await engineReady;
   // A stale interrupt (one that arrived after the last run ended) must not stop this one.
   if (interruptBuffer) interruptBuffer[0] = 0;
@@ -188,7 +188,8 @@ async function run({ id, source, seed, slowCallMs }) {
   let report;
   current = { id, slowCallMs: Number.isFinite(slowCallMs) && slowCallMs > 0 ? slowCallMs : 0 };
   try {
-    report = engine.run(source, { seed });
+    // `only`: the page's "Run this test" (a list of names; the engine refuses any it lacks).
+    report = engine.run(source, { seed, ...(Array.isArray(only) ? { only: only.map(String) } : {}) });
   } catch (e) {
     report = engine.errorReport(`The page could not grade this run: ${e && e.message || e}`, seed);
   } finally {

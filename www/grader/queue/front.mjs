@@ -48,7 +48,16 @@ export const FRONT_LIMITS = Object.freeze({
   pollMs: 250, // how often waiting requests look for their reports
   reapEveryMs: 2000,
   retryAfterS: 5, // a client past --per-client: 429, try again in this
+  gradeNowWaitS: 600, // gradeNow (the LTI tool's submissions): the longest wait for a worker's report
 });
+
+/** gradeNow's report did not come within its wait. */
+export class QueueWaitTimeout extends Error {
+  constructor(s) {
+    super(`no worker graded the submission within ${s} s`);
+    this.name = 'QueueWaitTimeout';
+  }
+}
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
 
@@ -175,19 +184,41 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
   // A checked submission: stored (with its job, in one transaction), or answered from
   // what is stored already (a repeat, the cache).
   async function store(req, res, client, { lab, source, seed, hidden }, signal) {
-    const info = labInfo.get(lab);
-    seed ??= info.default_seed;
-    const hiddenSeed = hidden?.seed ?? null;
-    const statuses = hidden?.statuses ?? 'each';
-    const key = cacheKey({ build, lab, seed, hiddenSeed, hiddenStatuses: statuses, source });
     const wait = waitAsked(req);
     const idem = req.headers['idempotency-key'];
     if (idem !== undefined && !IDEMPOTENCY_KEY.test(idem)) {
       counts.refused += 1;
       return reply(res, 400, { error: 'Idempotency-Key must be 1 to 128 printable ASCII characters' });
     }
+    const out = await enqueue(client, { lab, source, seed, hidden, idem });
+    if (out.busy !== undefined) {
+      counts.busy += 1;
+      return reply(res, 429, { error: `too many submissions from this client waiting or grading (at most ${perClient}); try again in ${lim.retryAfterS} s`,
+        retry_after_s: lim.retryAfterS }, { 'Retry-After': String(lim.retryAfterS) });
+    }
+    if (out.conflict) {
+      counts.conflicts += 1;
+      counts.refused += 1;
+      return reply(res, 409, { error: 'this Idempotency-Key was used for another submission', id: out.conflict });
+    }
+    if (out.repeat) {
+      counts.repeated += 1;
+      return answer(res, out.repeat.id, out.repeat.report, wait, signal, true);
+    }
+    if (out.report !== null) counts.cached += 1; else counts.accepted += 1;
+    return answer(res, out.id, out.report, wait, signal);
+  }
+
+  /** Stores a checked submission with its job (or finds it stored: a repeat, the cache):
+   *  { id, report } | { repeat: {id, report} } | { conflict: id } | { busy: n }. */
+  async function enqueue(client, { lab, source, seed, hidden, idem }) {
+    const info = labInfo.get(lab);
+    seed ??= info.default_seed;
+    const hiddenSeed = hidden?.seed ?? null;
+    const statuses = hidden?.statuses ?? 'each';
+    const key = cacheKey({ build, lab, seed, hiddenSeed, hiddenStatuses: statuses, source });
     const id = crypto.randomUUID();
-    const out = await within(tx(pool, async (c) => {
+    return within(tx(pool, async (c) => {
       // A repeat: the same Idempotency-Key of the same client (the same submission, or a
       // conflict), or the same source from the same client within repeatWindowS. Not
       // stored again. Another client's key is not this one's: a new submission.
@@ -220,22 +251,22 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
       [id, lab, seed, hiddenSeed, statuses, build, JSON.stringify(source), key, client, idem ?? null, queue, jobId, report !== null, report]);
       return { id, report };
     }), requestMs);
-    if (out.busy !== undefined) {
-      counts.busy += 1;
-      return reply(res, 429, { error: `too many submissions from this client waiting or grading (at most ${perClient}); try again in ${lim.retryAfterS} s`,
-        retry_after_s: lim.retryAfterS }, { 'Retry-After': String(lim.retryAfterS) });
-    }
-    if (out.conflict) {
-      counts.conflicts += 1;
-      counts.refused += 1;
-      return reply(res, 409, { error: 'this Idempotency-Key was used for another submission', id: out.conflict });
-    }
-    if (out.repeat) {
-      counts.repeated += 1;
-      return answer(res, out.repeat.id, out.repeat.report, wait, signal, true);
-    }
-    if (out.report !== null) counts.cached += 1; else counts.accepted += 1;
-    return answer(res, out.id, out.report, wait, signal);
+  }
+
+  /**
+   * A submission graded through the queue for a caller of the server's own (the LTI
+   * tool, lti/tool.mjs): stored as POST /grade stores it, under `client`, then its
+   * report (the JSON line as an object) once a worker wrote it, within `waitS`; throws
+   * when none came by then (QueueWaitTimeout) or the database is away.
+   */
+  async function gradeNow({ lab, source, client, waitS = lim.gradeNowWaitS }) {
+    const out = await enqueue(client, { lab, source, hidden: hiddenOf(lab, source) });
+    const stored = out.repeat ?? out;
+    if (out.busy !== undefined || out.conflict) throw new Error('the queue refused the submission');
+    let report = stored.report;
+    if (report === null) report = await waitFor(stored.id, waitS);
+    if (report === null) throw new QueueWaitTimeout(waitS);
+    return typeof report === 'string' ? JSON.parse(report) : report;
   }
 
   /** The client of a request of /grade's (tokens.mjs): a live token's course
@@ -383,6 +414,7 @@ export async function createQueueFront({ connectionString, registry, hiddenOf, s
 
   return {
     handle,
+    gradeNow,
     build,
     queue,
     stats: () => ({ ...counts, waiting: waiters.size, dbProblem }),

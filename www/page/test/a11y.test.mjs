@@ -14,13 +14,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { LAUNCH } from '../browser.mjs';
+import { assertAxeClean } from '../axe.mjs';
 import { serve } from '../../grader/serve.mjs';
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const repo = new URL('../../../', import.meta.url);
 const REFERENCE = fs.readFileSync(new URL('src/deliver_once/reference.py', repo), 'utf8');
-const AXE = path.join(WWW, 'node_modules/axe-core/axe.min.js');
-const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-a11y-'));
 const LIMIT = { timeout: 90_000 };
 const DESKTOP = { width: 1400, height: 1000 };
@@ -56,18 +55,6 @@ async function openLab(query) {
   await page.waitForFunction(() => window.deliveryLab);
   await page.evaluate(() => window.deliveryLab.ready);
   return page;
-}
-
-/** axe-core (WCAG 2.1 A and AA) on the page as it is: no violation, or each one named. */
-async function assertAxeClean(page, where) {
-  if (!await page.evaluate(() => !!window.axe)) await page.addScriptTag({ path: AXE });
-  const violations = await page.evaluate((values) => window.axe.run(document, { runOnly: { type: 'tag', values } })
-    .then((r) => r.violations.map((v) => ({
-      id: v.id, impact: v.impact, help: v.help,
-      nodes: v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary.replace(/\s*\n\s*/g, ' ')}`),
-    }))), AXE_TAGS);
-  const said = violations.map((v) => `${v.id} (${v.impact}): ${v.help}\n${v.nodes.map((n) => `    ${n}`).join('\n')}`);
-  assert.equal(violations.length, 0, `axe on ${where}:\n${said.join('\n')}`);
 }
 
 const sessions = new WeakMap(); // page -> its CDP session (an override lasts as long as its session)

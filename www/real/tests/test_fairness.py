@@ -239,11 +239,12 @@ def mutant_fairness_run(name, seed):
         shutil.rmtree(tmp)
 
 
-# Wrong claim orders from the catalogue, each failing the all-at-once row in every
-# valid round:
-# - fifo-claim: the oldest action in the whole table, whatever its store, and no cap,
-#   so one store's burst holds every worker (FIFO measured 1.8x to 7.2x in every run
-#   here);
+# A wrong claim order from the catalogue, failing the all-at-once row in every
+# valid round. (fifo-claim, the oldest action whatever its store and no cap, was
+# here too: it is the FIFO claim every round measures beside yours, and a round is
+# valid only when FIFO's all-at-once ratio is past FIFO_APART_RATIO, so every valid
+# round of every run already shows it failing; as a learner's file it took a CI
+# about 150 s, its three rounds always run in full, for what the one below shows.)
 # - cap-on-the-oldest-only: the oldest action in the whole table, whatever its store,
 #   and the cap checked on it alone (None when its store is full): FIFO with a cap,
 #   so the burst's store still holds the other 99 back (measured with seed 23: 6.14x
@@ -266,9 +267,8 @@ def mutant_fairness_run(name, seed):
 #   seed 23 (1.44x in the model), and ci15 measured 1.51x, 1.11x and 1.09x in three
 #   valid rounds: the best valid round decides a pass, so it passed. Its unit test is
 #   "claim serves the store that waited longest".
-# Both remaining orders must fail the all-at-once row past FIFO_APART_RATIO.
+# It must fail the all-at-once row past FIFO_APART_RATIO.
 @pytest.mark.parametrize("name, seed", [
-    ("fifo-claim", 23),
     ("cap-on-the-oldest-only", 23),
 ])
 def test_a_wrong_claim_order_fails_valid_rounds(name, seed):

@@ -12,9 +12,9 @@ import http from 'node:http';
 import pg from 'pg';
 import { loadGrader } from '../../../host/node_host.mjs';
 import {
-  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, fairFetch, fetchIn, inTx, makePool, queueName, reap, startBoss, takeLease, tx,
+  BOSS_SCHEMA, RETRY_LIMIT, SCHEMA, buildId, fairFetch, fetchIn, inTx, makePool, queueName, reap, startBoss, takeLease, tx, writeReport,
 } from '../common.mjs';
-import { createQueueFront } from '../front.mjs';
+import { createQueueFront, QueueWaitTimeout } from '../front.mjs';
 import { Cluster, serverBinDir } from './pg_cluster.mjs';
 
 const skip = !serverBinDir() ? 'PostgreSQL server binaries are not installed' : false;
@@ -251,4 +251,26 @@ test('--per-client with the queue: past N of one client\'s submissions waiting o
     srv.close();
     await capped.close();
   }
+});
+
+test('gradeNow (the LTI tool\'s submissions, grader/lti/tool.mjs): stored as POST /grade stores it, answered with the report a worker writes', { skip, timeout: 60_000 }, async () => {
+  const source = 'x = 500  # through LTI\n';
+  const graded = front.gradeNow({ lab: 'deliver-once', source, client: 'lti', waitS: 30 });
+  let sid = null;
+  for (let i = 0; !sid && i < 200; i++) {
+    sid = (await db.query(`SELECT id FROM ${SCHEMA}.submissions WHERE client = 'lti' AND source_json = $1`, [JSON.stringify(source)])).rows[0]?.id ?? null;
+    if (!sid) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(sid, 'stored, under the client lti');
+  // A worker's part: the lease, then the report under it.
+  const report = { file: 'submission.py', lab: 'deliver-once', status: 'fail', score: 3, max_score: 23 };
+  await tx(db, async (c) => {
+    const lease = await takeLease(c, sid, 'test', 60);
+    assert.ok(await writeReport(c, { sid, epoch: lease.lease_epoch, report: JSON.stringify(report), by: 'test', ms: 1 }));
+  });
+  assert.deepEqual(await graded, report);
+  // Again within the repeat window: the stored report, at once.
+  assert.deepEqual(await front.gradeNow({ lab: 'deliver-once', source, client: 'lti', waitS: 1 }), report);
+  // No worker: a typed time-out after the wait.
+  await assert.rejects(front.gradeNow({ lab: 'deliver-once', source: `x = '${crypto.randomUUID()}'\n`, client: 'lti', waitS: 0.3 }), QueueWaitTimeout);
 });

@@ -319,6 +319,20 @@ CORRECT = [
         ],
     },
     {
+        "name": "float-waits",
+        "style": "Waits returned as floats, which lab.md allows (an int or a float).",
+        "replace": [
+            (
+                'return ("wait", cfg.recheck_ms)  # unknown is not "no"',
+                'return ("wait", float(cfg.recheck_ms))  # unknown is not "no"',
+            ),
+            (
+                '        return ("wait", cfg.recheck_ms)\n',
+                '        return ("wait", cfg.recheck_ms / 1)\n',
+            ),
+        ],
+    },
+    {
         "name": "state-in-every-fence",
         "style": "Every fence checks state = 'claimed' as well as owner and epoch, "
         "the settle's and the attempt's too.",
