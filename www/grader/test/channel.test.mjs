@@ -35,8 +35,6 @@ const CASES = {
   'dies-mid-call': ['error', 'Your code ended the grader\'s Python process'],
   'silent': ['fail', 'Stopped: the run took longer than the 4 s limit of CPU time.'],
   'op-flood': ['fail', 'longer than the 4 s limit'],
-  // CPU is the limit; a run that only waits is ended by the clock, at WALL times it.
-  'asleep': ['fail', `Stopped: the run was still going after ${4 * WALL} s`],
   'deep-params': ['error', `${INTERFERED}: it sent statement parameters nested deeper than ${PARAMS_DEPTH_CAP}.`, 'courier'],
   // The store's CPU counts: stopped at 4 s of it, not by the clock (below).
   'heavy-sql': ['fail', 'longer than the 4 s limit', 'courier'],
@@ -54,9 +52,9 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
       assert.equal(line.status, status, `${how}: ${text.slice(0, 300)}`);
       assert.ok(text.includes(says), `${how}: expected "${says}" in: ${text.slice(0, 300)}`);
     });
-    // Only the sleeper was ended by the clock: silent, op-flood and heavy-sql by CPU
-    // (heavy-sql's is the grading thread's: not counted, the clock would end it too).
-    assert.equal(pool.stats.stoppedByClock, 1);
+    // None was ended by the clock: silent, op-flood and heavy-sql by CPU (heavy-sql's
+    // is the grading thread's: not counted, the clock would end it too).
+    assert.equal(pool.stats.stoppedByClock, 0);
     assert.equal(pool.stats.stoppedByCpu, 3);
     // A sandbox that keeps the protocol and lies (every call "sent", no operation
     // on its world) is graded on what it did: it fails.
@@ -70,6 +68,24 @@ test('a sandbox that breaks the protocol ends its own submission, exactly, and t
     assert.ok(late.passed < late.total);
     assert.ok(late.tests.every((t) => !/Stopped/.test(t.message ?? '')), JSON.stringify(late).slice(0, 300));
     assert.equal(pool.queued(), 0);
+  } finally {
+    await pool.close();
+  }
+});
+
+// CPU is the limit; a run that only waits is ended by the clock, at wallFactor times
+// it. In a pool of its own with a short limit: in the pool above, at WALL times 4 s,
+// the sleeper held a slot for 60 s of a CI's time.
+test('a sandbox that only waits is ended by the clock at wallFactor times its limit', { timeout: 120_000 }, async () => {
+  const pool = createGradingPool({ jobs: 1, timeoutS: 1, sandboxScript: FAKE, wallFactor: 3 });
+  try {
+    await pool.ready;
+    const line = await pool.grade({ source: '# asleep\n' });
+    const text = [line.message ?? '', ...line.tests.map((t) => t.message ?? '')].join('\n');
+    assert.equal(line.status, 'fail', text.slice(0, 300));
+    assert.ok(text.includes('Stopped: the run was still going after 3 s (it may wait 3 times its 1 s limit of CPU time).'), text.slice(0, 300));
+    assert.equal(pool.stats.stoppedByClock, 1);
+    assert.equal(pool.stats.stoppedByCpu, 0);
   } finally {
     await pool.close();
   }
