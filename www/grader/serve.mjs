@@ -48,6 +48,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { BodyError, GONE, lingeringClose, LINGER_MS, readBody, utf8Of } from './body.mjs';
 import { parseOrigin } from './origin.mjs';
 import { command, usageExit, UsageError } from './args.mjs';
 import { allowedOrigin, hostName, LTI_DIR_DEFAULT, SERVE } from './commands.mjs';
@@ -337,54 +338,28 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
       req.resume();
       return refuse(res, 415, 'the body must be JSON, sent with Content-Type: application/json');
     }
-    // Said once, then the connection closes rather than read the rest of the body.
-    let answered = false;
-    let timer = null;
-    const cutOff = (status, error) => {
-      answered = true;
-      clearTimeout(timer);
-      refuse(res, status, error, { Connection: 'close' });
-      lingeringClose(req.socket);
-      req.resume();
-    };
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > maxBodyBytes) return cutOff(413, `the body is larger than ${maxBodyBytes} bytes`);
-    // A body that trickles in or never ends holds a connection, not a slot: cut it off.
-    timer = setTimeout(() => {
-      if (!answered) cutOff(408, `the body did not arrive within ${bodyTimeoutMs / 1000} s`);
-    }, bodyTimeoutMs);
-    timer.unref();
-    res.once('close', () => clearTimeout(timer));
-    const chunks = [];
-    let size = 0;
-    req.on('data', (c) => {
-      if (answered) return;
-      size += c.length;
-      if (size > maxBodyBytes) return cutOff(413, `the body is larger than ${maxBodyBytes} bytes`);
-      chunks.push(c);
-    });
-    req.on('error', () => {}); // a client that goes away mid-body: nothing to answer
-    req.on('end', () => {
-      if (answered) return;
-      answered = true;
-      clearTimeout(timer);
+    readBody(req, { maxBytes: maxBodyBytes, timeoutMs: bodyTimeoutMs }).then((bytes) => {
       try {
-        submit(req, res, client, Buffer.concat(chunks));
+        submit(req, res, client, bytes);
       } catch (e) {
         // A bug, not the client's fault; the server stays up and says so.
         console.error(`serve: POST /grade failed: ${e?.stack || e}`);
         counts.failed += 1;
         reply(res, 500, { error: 'the server failed to handle this submission' });
       }
+    }, (e) => {
+      // Cut off (413, 408): said once, and the connection closes rather than read the
+      // rest. A client gone mid-body: nothing to answer.
+      if (e instanceof BodyError && e.code !== GONE) refuse(res, e.status, e.message, e.closes ? { Connection: 'close' } : {});
     });
   }
 
   function submit(req, res, client, bytes) {
     let text;
     try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    } catch {
-      return refuse(res, 400, 'the body is not valid UTF-8');
+      text = utf8Of(bytes);
+    } catch (e) {
+      return refuse(res, e.status, e.message);
     }
     let body;
     try {
@@ -445,20 +420,6 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
 
   handle.stats = () => ({ ...counts, inFlight, capacity, perClient, clients: byClient.size, queued: pool.queued?.() });
   return handle;
-}
-
-// Closing a connection while the client is still sending resets it, and a reset can
-// make the client drop the answer it was sent (a 413, a 408) unread. So the answer is
-// followed by a FIN, what the client still sends is read and dropped, and the socket
-// is closed when the client closes or LINGER_MS later. Node closes a connection after
-// a "Connection: close" answer with socket.destroySoon(): that is the hook.
-const LINGER_MS = 2000;
-function lingeringClose(socket) {
-  socket.destroySoon = function destroySoonLingering() {
-    if (this.destroyed) return;
-    this.end();
-    setTimeout(() => this.destroy(), LINGER_MS).unref();
-  };
 }
 
 // Per connection: its responses not finished yet, and whether a parse error was answered.

@@ -28,9 +28,11 @@
 // verdict is read from survives whatever happens to the processes around it.
 import fs from 'node:fs';
 import http from 'node:http';
+import { BodyError, GONE, readBody, utf8Of } from '../grader/body.mjs';
 import { loadGrader } from '../host/node_host.mjs';
 
 const MAX_BODY_BYTES = 64 * 1024;
+const BODY_TIMEOUT_MS = 10_000;
 const MAX_KEY_CHARS = 1024;
 const TEXT_FIELDS = ['key', 'phone', 'body'];
 
@@ -102,28 +104,20 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
     return v !== null && /^[0-9]{1,15}$/.test(v) ? Number(v) : undefined;
   };
 
+  // The body read within its bounds (grader/body.mjs: 413 past MAX_BODY_BYTES, 408
+  // past BODY_TIMEOUT_MS, each closing the connection), then parsed as an object.
   function readJson(req, then, res) {
-    let size = 0;
-    const chunks = [];
-    req.on('data', (c) => {
-      size += c.length;
-      // Answered at once; the rest is read and dropped (closing now could lose the
-      // answer to a reset), up to a bound past which the connection goes.
-      if (size > MAX_BODY_BYTES) {
-        if (!res.headersSent) reply(res, 413, { error: 'body too large' });
-        if (size > 16 * MAX_BODY_BYTES) req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      if (size > MAX_BODY_BYTES) return;
+    readBody(req, { maxBytes: MAX_BODY_BYTES, timeoutMs: BODY_TIMEOUT_MS }).then((bytes) => {
       let body;
-      try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch { return reply(res, 400, { error: 'the body is not JSON' }); }
+      try { body = JSON.parse(utf8Of(bytes)); } catch { return reply(res, 400, { error: 'the body is not JSON' }); }
       if (!body || typeof body !== 'object' || Array.isArray(body)) return reply(res, 400, { error: 'the body must be a JSON object' });
-      then(body);
+      return then(body);
+    }, (e) => {
+      if (e instanceof BodyError && e.code !== GONE) {
+        if (e.closes) res.setHeader('Connection', 'close');
+        reply(res, e.status, { error: e.message });
+      }
     });
-    req.on('error', () => {});
   }
 
   function route(req, res) {

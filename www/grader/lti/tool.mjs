@@ -23,6 +23,7 @@
 import crypto from 'node:crypto';
 import { createRemoteJWKSet, customFetch as customFetchSymbol, decodeJwt, jwtVerify, SignJWT } from 'jose';
 import { AGS_SCOPES, agsClient } from './ags.mjs';
+import { BodyError, GONE, readBody, utf8Of } from '../body.mjs';
 import { CLOCK_SKEW_S, KEY_ALG, TOKEN_LIFETIME_S } from './keys.mjs';
 
 export const LTI = Object.freeze({
@@ -87,48 +88,14 @@ function originOf(url) {
   } catch { return null; }
 }
 
-/** The body of `req`, at most `max` bytes within `timeoutMs`: a Buffer, or an LtiError 413/408. */
-export function readBody(req, { max, timeoutMs = LIMITS.bodyTimeoutMs }) {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > max) {
-      req.resume();
-      reject(new LtiError(413, 'too_large', `the body is larger than ${max} bytes`));
-      return;
-    }
-    const chunks = [];
-    let size = 0;
-    let done = false;
-    const finish = (err, value) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      if (err) { req.resume(); reject(err); } else resolve(value);
-    };
-    const timer = setTimeout(() => finish(new LtiError(408, 'too_slow', `the body did not arrive within ${timeoutMs / 1000} s`)), timeoutMs);
-    timer.unref();
-    req.on('data', (c) => {
-      if (done) return;
-      size += c.length;
-      if (size > max) finish(new LtiError(413, 'too_large', `the body is larger than ${max} bytes`));
-      else chunks.push(c);
-    });
-    req.on('error', (e) => finish(new LtiError(400, 'bad_body', e.message)));
-    req.on('end', () => finish(null, Buffer.concat(chunks)));
-  });
-}
-
-const utf8 = (buf) => {
-  try { return new TextDecoder('utf-8', { fatal: true }).decode(buf); } catch { throw new LtiError(400, 'bad_body', 'the body is not valid UTF-8'); }
+// What each POST's body must be sent as: checked before a byte of the body is read.
+const BODY_TYPES = {
+  form: { type: /^application\/x-www-form-urlencoded\b/i, refusal: 'send the form as application/x-www-form-urlencoded' },
+  submission: { type: /^application\/json\b/i, refusal: 'send JSON {"launch": "...", "source": "..."}' },
 };
 
 /** An application/x-www-form-urlencoded body as a Map (a name given twice is refused). */
-function formOf(req, buf) {
-  if (!/^application\/x-www-form-urlencoded\b/i.test(req.headers['content-type'] ?? '')) {
-    throw new LtiError(415, 'bad_content_type', 'send the form as application/x-www-form-urlencoded');
-  }
-  return paramsOf(new URLSearchParams(utf8(buf)));
-}
+const formOf = (buf) => paramsOf(new URLSearchParams(utf8Of(buf)));
 function paramsOf(search) {
   const out = new Map();
   for (const [k, v] of search) {
@@ -444,10 +411,9 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
 
   // ---- a learner's submission: graded by the server, its grade sent by the server
   async function submit(req, res, buf) {
-    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) throw new LtiError(415, 'bad_content_type', 'send JSON {"launch": "...", "source": "..."}');
     let body;
-    try { body = JSON.parse(utf8(buf)); } catch (e) {
-      if (e instanceof LtiError) throw e;
+    try { body = JSON.parse(utf8Of(buf)); } catch (e) {
+      if (e instanceof BodyError) throw e;
       throw new LtiError(400, 'bad_body', 'the body is not JSON');
     }
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new LtiError(400, 'bad_body', 'send JSON {"launch": "...", "source": "..."}');
@@ -511,6 +477,12 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
   }
 
   // ---- routing
+  /** The body of a POST sent as `kind` (BODY_TYPES), its type checked first, read within its bounds (body.mjs). */
+  function bodyOf(req, kind) {
+    if (!BODY_TYPES[kind].type.test(req.headers['content-type'] ?? '')) throw new LtiError(415, 'bad_content_type', BODY_TYPES[kind].refusal);
+    return readBody(req, { maxBytes: kind === 'form' ? lim.maxFormBytes : lim.maxSubmitBytes, timeoutMs: lim.bodyTimeoutMs });
+  }
+
   async function route(req, res, rel) {
     if (rel === '/lti/jwks') {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new LtiError(405, 'method', 'GET the JWKS');
@@ -518,13 +490,13 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     }
     if (rel === '/lti/login') {
       if (req.method === 'GET') return login(req, res, paramsOf(new URL(`http://x${req.url}`).searchParams));
-      if (req.method === 'POST') return login(req, res, formOf(req, await readBody(req, { max: lim.maxFormBytes, timeoutMs: lim.bodyTimeoutMs })));
+      if (req.method === 'POST') return login(req, res, formOf(await bodyOf(req, 'form')));
       throw new LtiError(405, 'method', 'GET or POST the login initiation');
     }
     if (req.method !== 'POST') throw new LtiError(405, 'method', `POST to ${rel}`);
-    if (rel === '/lti/launch') return launch(req, res, formOf(req, await readBody(req, { max: lim.maxFormBytes, timeoutMs: lim.bodyTimeoutMs })));
-    if (rel === '/lti/deep-link') return deepLink(req, res, formOf(req, await readBody(req, { max: lim.maxFormBytes, timeoutMs: lim.bodyTimeoutMs })));
-    if (rel === '/lti/submit') return submit(req, res, await readBody(req, { max: lim.maxSubmitBytes, timeoutMs: lim.bodyTimeoutMs }));
+    if (rel === '/lti/launch') return launch(req, res, formOf(await bodyOf(req, 'form')));
+    if (rel === '/lti/deep-link') return deepLink(req, res, formOf(await bodyOf(req, 'form')));
+    if (rel === '/lti/submit') return submit(req, res, await bodyOf(req, 'submission'));
     throw new LtiError(404, 'not_found', `no ${rel.slice(0, 80)} here: /lti/login, /lti/launch, /lti/jwks, /lti/deep-link, /lti/submit`);
   }
 
@@ -532,8 +504,9 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
   function handle(req, res, rel) {
     if (rel !== '/lti' && !rel.startsWith('/lti/')) return false;
     route(req, res, rel).catch((e) => {
-      if (e instanceof LtiError) {
-        if (e.status === 413 || e.status === 408) res.setHeader('Connection', 'close');
+      if (e instanceof BodyError && e.code === GONE) return undefined; // nobody to answer
+      if (e instanceof LtiError || e instanceof BodyError) {
+        if (e.closes) res.setHeader('Connection', 'close');
         return refuse(res, e);
       }
       log(`internal error on ${rel}: ${e?.stack || e}`);
