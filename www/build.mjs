@@ -7,6 +7,7 @@
 // The folder holds:
 //   main.js, worker.js, style.css   bundled by esbuild from src/
 //   embed.js                        the <delivery-lab> web component for host pages (page/embed.js)
+//   theme.js                        the theme before the first paint, a classic script (page/theme_early.js)
 //   index.html                      copied
 //   pkg/labs/ID/                    each lab's grader (from www/pkg/labs, built by scripts/build-wasm.sh)
 //   pyodide/                        only the Pyodide files that loading needs
@@ -251,6 +252,19 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
     legalComments: 'none',
     logLevel: 'warning',
   });
+  // The theme before the first paint: a classic script (a module would wait for the
+  // parse), loaded in each page's <head> (page/theme_early.js).
+  await esbuild.build({
+    absWorkingDir: WWW,
+    entryPoints: { theme: 'page/theme_early.js' },
+    outdir: DIST,
+    bundle: true,
+    format: 'iife',
+    target: ['es2022'],
+    minify: !dev,
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
   copy(path.join(WWW, 'page', 'index.html'), path.join(DIST, 'index.html'));
   copy(path.join(WWW, 'page', 'course.html'), path.join(DIST, 'course.html'));
   const labFiles = grader.labs.flatMap((id) => PKG_FILES.map((f) => `pkg/labs/${id}/${f}`));
@@ -259,7 +273,7 @@ async function writePage(DIST, grader, pyodideVersion, { name, t0 }) {
 
   // The app's files: everything the page fetches besides Pyodide.
   // Every lab's grader is cached, so each lab on this origin works offline.
-  const appFiles = ['index.html', 'main.js', 'course.html', 'course.js', 'style.css', 'worker.js', 'build.json', ...labFiles];
+  const appFiles = ['index.html', 'main.js', 'course.html', 'course.js', 'theme.js', 'style.css', 'worker.js', 'build.json', ...labFiles];
   const pyodideFiles = PYODIDE_FILES.map((f) => `pyodide/${f}`);
   const sizes = {};
   const hash = crypto.createHash('sha256');

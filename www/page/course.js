@@ -4,11 +4,10 @@
 // is done on this device, and a link to the next. Everything it reads is cached by
 // the service worker, so it works offline after one visit.
 import { h } from './results.js';
-import { applyTheme, themeSwitch } from './theme.js';
+import { themeSwitch } from './theme.js';
 import { progressOf } from './progress.js';
 import { registerServiceWorker } from './offline.js';
 
-applyTheme();
 const $ = (id) => document.getElementById(id);
 const labUrl = (id) => `index.html?lab=${encodeURIComponent(id)}`;
 

@@ -8,11 +8,10 @@ import { Runner } from './runner.js';
 import { renderReport, summarySentence, h } from './results.js';
 import { registerServiceWorker, offlineStatus, pyodideStored, topUp, formatBytes } from './offline.js';
 import { loadLabGrader } from './grader_module.js';
-import { applyTheme, themeSwitch, scrollBehavior } from './theme.js';
+import { themeSwitch, scrollBehavior } from './theme.js';
 import { labStore } from './progress.js';
 import { renderPredict, renderHints, renderYourTurn } from './journey.js';
 
-applyTheme(); // before the first paint that matters: the stored choice, else the system's
 
 // ?embed: the compact layout for a host page's iframe, talking to the host by
 // postMessage (www/page/EMBED.md) if the build allows any origin (build.mjs --allow-origin);

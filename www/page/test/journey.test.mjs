@@ -372,6 +372,30 @@ test('both themes are axe-clean (course map, lab 1, the courier with Your turn);
   await page.emulateMedia({ reducedMotion: 'no-preference' });
 });
 
+test('the theme is set before the page\'s modules run: no light page before a dark one', LIMIT, async () => {
+  // main.js and course.js never load here: what the first paint gets is theme.js's alone.
+  const c = await browser.newContext({ colorScheme: 'dark' });
+  await c.route(/\/(main|course)\.js$/, (r) => r.abort());
+  const p = await c.newPage();
+  const themeAt = async (q) => {
+    await p.goto(url(q), { waitUntil: 'domcontentloaded' });
+    return p.evaluate(() => document.documentElement.dataset.theme);
+  };
+  try {
+    for (const q of ['index.html?lab=deliver-once', 'course.html']) {
+      assert.equal(await themeAt(q), 'dark', `${q}: the system's dark scheme`);
+    }
+    // A learner's stored choice wins over the system's, from the first paint too.
+    await p.evaluate(() => localStorage.setItem('delivery-lab:theme', 'light'));
+    for (const q of ['index.html?lab=courier', 'course.html']) {
+      assert.equal(await themeAt(q), 'light', `${q}: the stored choice`);
+    }
+    assert.equal(await p.evaluate(() => typeof window.deliveryLab), 'undefined', 'main.js was not blocked');
+  } finally {
+    await c.close();
+  }
+});
+
 test('after one visit the course map and both labs open offline, answers and progress kept', LIMIT, async () => {
   await page.goto(url('course.html'));
   await page.evaluate(() => window.deliveryCourse.loaded);
