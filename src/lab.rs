@@ -424,12 +424,12 @@ impl TimeLimit {
     /// The run's report of `tests`, the ones this run ran: every lab's run ends
     /// here. A run of some tests only is `partial` and earns no XP, whatever passed.
     pub fn report(self, lab: &str, seed: u64, xp_on_pass: u32, tests: Vec<TestReport>) -> Report {
-        let mut report = Report::new(lab, seed, xp_on_pass, tests);
+        let report = Report::new(lab, seed, xp_on_pass, tests);
         if matches!(self.mode, RunMode::Only(_)) {
-            report.partial = true;
-            report.xp = 0;
+            report.into_partial()
+        } else {
+            report
         }
-        report
     }
 }
 

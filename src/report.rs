@@ -343,6 +343,14 @@ impl Report {
     }
 
     /// A report for a run the host stopped at its time limit.
+    /// The report of a run of some tests only (`RunMode::Only`): `partial`, and no XP
+    /// whatever passed.
+    pub fn into_partial(mut self) -> Report {
+        self.partial = true;
+        self.xp = 0;
+        self
+    }
+
     pub fn timed_out(
         lab: &str,
         seed: u64,

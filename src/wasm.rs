@@ -75,11 +75,11 @@ fn hidden_statuses(name: Option<String>) -> Result<HiddenStatuses, JsError> {
 /// A host's `only`: a run of these tests alone. Each must be one of the lab's tests,
 /// named once, and none hidden when hidden statuses are `aggregate` (a run of one
 /// hidden test would tell its status apart, which the aggregate is there to hide).
-fn only_mode(
+fn only_names(
     lab: &dyn Lab,
     names: Vec<String>,
     statuses: HiddenStatuses,
-) -> Result<RunMode, JsError> {
+) -> Result<Vec<String>, JsError> {
     let tests = lab.tests();
     if names.is_empty() {
         return Err(js_error("only: name at least one test"));
@@ -101,7 +101,7 @@ fn only_mode(
             )));
         }
     }
-    Ok(RunMode::Only(names))
+    Ok(names)
 }
 
 /// A host's `audience` (`learner`, the default, or `staff`).
@@ -358,7 +358,7 @@ impl Grader {
         let statuses = self::hidden_statuses(hidden_statuses)?;
         let mode = match only {
             None => RunMode::Report,
-            Some(names) => only_mode(find_lab(lab_id)?, names, statuses)?,
+            Some(names) => RunMode::Only(only_names(find_lab(lab_id)?, names, statuses)?),
         };
         let report = grade_report(lab_id, solution, seed, hidden_seed, mode)?
             .for_audience(Audience::Learner);
@@ -429,7 +429,9 @@ impl Grader {
         )
     }
 
-    /// The report for a run the worker stopped at the lab's time limit.
+    /// The report for a run the worker stopped at the lab's time limit. `only`: the
+    /// run was of these tests alone (`grade`'s `only`, refused as it refuses them):
+    /// the report lists them alone, in the lab's order, and is `partial`.
     pub fn timeout_report(
         &self,
         lab_id: &str,
@@ -437,14 +439,24 @@ impl Grader {
         message: &str,
         format: Option<String>,
         hidden_statuses: Option<String>,
+        only: Option<Vec<String>>,
     ) -> Result<String, JsError> {
         let statuses = self::hidden_statuses(hidden_statuses)?;
         let lab = find_lab(lab_id)?;
-        render(
-            &Report::timed_out(lab_id, seed_or_default(seed), message, lab.tests())
-                .with_hidden_statuses(statuses),
-            format,
-        )
+        let seed = seed_or_default(seed);
+        let report = match only {
+            None => Report::timed_out(lab_id, seed, message, lab.tests()),
+            Some(names) => {
+                let names = only_names(lab, names, statuses)?;
+                let tests = lab
+                    .tests()
+                    .into_iter()
+                    .filter(|(n, _)| names.contains(n))
+                    .collect();
+                Report::timed_out(lab_id, seed, message, tests).into_partial()
+            }
+        };
+        render(&report.with_hidden_statuses(statuses), format)
     }
 }
 

@@ -139,6 +139,7 @@ export function js_timeout_report(grader, id, seed, message) { return grader.tim
 export function js_formatted(grader, id, solution, format) { return grader.grade(id, solution, undefined, format); }
 export function js_error_formatted(grader, id, format) { return grader.error_report(id, undefined, "boom", format); }
 export function js_grade_hidden(grader, id, solution, hiddenSeed, statuses) { return grader.grade(id, solution, undefined, undefined, hiddenSeed, statuses); }
+export function js_timeout_only(grader, id, onlyJson) { return grader.timeout_report(id, undefined, "Stopped after 8 s", undefined, undefined, JSON.parse(onlyJson)); }
 export function js_grade_only(grader, id, solution, onlyJson, statuses) { return grader.grade(id, solution, undefined, undefined, undefined, statuses, JSON.parse(onlyJson)); }
 export function js_error_aggregate(grader, id) { return grader.error_report(id, undefined, "boom", undefined, "aggregate"); }
 export function error_text(e) {
@@ -203,6 +204,8 @@ extern "C" {
         hidden_seed: &JsValue,
         statuses: &JsValue,
     ) -> Result<String, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn js_timeout_only(grader: &JsValue, id: &str, only_json: &str) -> Result<String, JsValue>;
     #[wasm_bindgen(catch)]
     fn js_grade_only(
         grader: &JsValue,
@@ -440,6 +443,35 @@ fn only_runs_the_named_tests_alone_and_says_so() {
     let shown: Json =
         serde_json::from_str(&only(&[&example], &"aggregate".into()).unwrap()).unwrap();
     assert_eq!(shown["partial"], true);
+
+    // A run of some tests stopped at the limit (the page's worker ended): its report
+    // lists those tests alone, timed out, and is partial; refused as `grade` refuses.
+    let timeout_only =
+        |names: &[&str]| js_timeout_only(&g, LAB, &serde_json::to_string(names).unwrap());
+    let t: Json = serde_json::from_str(&timeout_only(&[&hidden, &example]).unwrap()).unwrap();
+    let listed: Vec<(&str, &str)> = t["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [(example.as_str(), "timeout"), (hidden.as_str(), "timeout")]
+    );
+    assert_eq!(
+        (
+            t["partial"].as_bool(),
+            t["xp"].as_u64(),
+            t["total"].as_u64()
+        ),
+        (Some(true), Some(0), Some(2))
+    );
+    assert_eq!(t["message"], "Stopped after 8 s");
+    assert_eq!(
+        err(timeout_only(&["nope"])),
+        "Error: only: lab `deliver-once` has no test named `nope`"
+    );
 }
 
 #[wasm_bindgen_test]

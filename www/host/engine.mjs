@@ -197,8 +197,9 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
     return JSON.parse(grader.error_report(labId, seedOf(seed), message, undefined, hiddenStatuses));
   }
 
-  function timeoutReport(message, seed, hiddenStatuses) {
-    return JSON.parse(grader.timeout_report(labId, seedOf(seed), message, undefined, hiddenStatuses));
+  /** The report of a run stopped at the limit; `only`: a run of these tests alone (run()'s). */
+  function timeoutReport(message, seed, hiddenStatuses, only) {
+    return JSON.parse(grader.timeout_report(labId, seedOf(seed), message, undefined, hiddenStatuses, only));
   }
 
   /**
@@ -216,7 +217,7 @@ export function createEngine({ pyodide, Grader, bridgeSource, labId }) {
     seed = seedOf(seed);
     const loaded = JSON.parse(py.load(String(source), functionsJson, lab.time_limit_s));
     if (loaded.error) return errorReport(loaded.error, seed, hiddenStatuses);
-    if (loaded.timeout) return timeoutReport(loaded.timeout, seed, hiddenStatuses);
+    if (loaded.timeout) return timeoutReport(loaded.timeout, seed, hiddenStatuses, only);
     return JSON.parse(verdict
       ? grader.verdict(labId, solution, seed, hiddenSeed)
       : grader.grade(labId, solution, seed, undefined, hiddenSeed, hiddenStatuses, only));

@@ -654,7 +654,7 @@ async function boot() {
     workerUrl: new URL('worker.js', location.href),
     labId: LAB_ID,
     limitS: 8, // until the lab says (below); nothing runs before then
-    timeoutReport: (message, seed) => JSON.parse(state.grader.timeout_report(LAB_ID, seed ?? undefined, message)),
+    timeoutReport: (message, seed, only) => JSON.parse(state.grader.timeout_report(LAB_ID, seed ?? undefined, message, undefined, undefined, only ?? undefined)),
     onProgress: (text) => {
       if (!state.running) return;
       const download = !state.pyodideStored && text.startsWith('Loading Python');

@@ -124,7 +124,8 @@ export class Runner {
    * @param {URL|string} o.workerUrl
    * @param {number} o.limitS                the lab's time limit: a run that makes no
    *                                         progress is stopped there (or later: see above)
-   * @param {(message:string)=>object} o.timeoutReport  a report for a run that was killed
+   * @param {(message:string, seed?:number, only?:string[])=>object} o.timeoutReport  a report for a run that was
+   *   killed (`only`: the run was of these tests alone, and its report lists them alone)
    * @param {(text:string)=>void} [o.onProgress]
    * @param {number} [o.graceMs]             how long an interrupt may take to land
    * @param {number} [o.capFactor]           a run that progresses stops at limitS times this
@@ -241,7 +242,7 @@ export class Runner {
           stopped = 'terminated';
           if (this.worker === worker) this.stop();
           this.restarts += 1;
-          finish({ report: this.timeoutReport(stopMessage(stop, { restarted: true }), seed), ms: null });
+          finish({ report: this.timeoutReport(stopMessage(stop, { restarted: true }), seed, only), ms: null });
           // A fresh worker, so the next run does not wait for Python to load.
           this.start().catch(() => {});
         }, interrupt ? this.graceMs : 0);

@@ -6,7 +6,7 @@
 //   {type:'init', interruptBuffer?, lab?}   load the grader, then Pyodide, for this lab
 //   {type:'run', id, source, seed?, slowCallMs?, only?}  grade source (only: test names run alone; slowCallMs: tests only, each
 //                                            call of the learner's code made that much slower)
-//   {type:'timeout-report', id, message}     a report for a run stopped at the limit
+//   {type:'timeout-report', id, message, only?}  a report for a run stopped at the limit (only: its tests)
 //                                            (needs only the grader, not Pyodide)
 // Messages (worker -> main):
 //   {type:'progress', text}
@@ -199,9 +199,9 @@ async function run({ id, source, seed, slowCallMs, only }) {
   post({ type: 'report', id, report, ms: Math.round(performance.now() - t0) });
 }
 
-async function timeoutReport({ id, message, seed }) {
+async function timeoutReport({ id, message, seed, only }) {
   const grader = await graderReady;
-  const report = JSON.parse(grader.timeout_report(labId, seed ?? undefined, message));
+  const report = JSON.parse(grader.timeout_report(labId, seed ?? undefined, message, undefined, undefined, only ?? undefined));
   post({ type: 'report', id, report });
 }
 

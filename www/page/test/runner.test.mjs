@@ -89,7 +89,7 @@ function scripted(script) {
   return { clock, create };
 }
 
-async function driven(script, { isolated = true, ...opts } = {}) {
+async function driven(script, { isolated = true, runOpts = {}, ...opts } = {}) {
   mock.timers.enable({ apis: ['setTimeout'] });
   const had = globalThis.crossOriginIsolated;
   globalThis.crossOriginIsolated = isolated;
@@ -97,7 +97,7 @@ async function driven(script, { isolated = true, ...opts } = {}) {
     const { clock, create } = scripted(script);
     const runner = new Runner({ workerUrl: 'x', labId: 'x', limitS: LIMIT_S, timeoutReport, now: () => clock.t, createWorker: create, ...opts });
     let result = null;
-    runner.run('source').then((r) => { result = r; });
+    runner.run('source', runOpts).then((r) => { result = r; });
     const flush = async () => { for (let i = 0; i < 5; i++) await Promise.resolve(); };
     while (result === null && clock.t < 1_000_000) {
       await flush();
@@ -132,6 +132,20 @@ test('an endless loop after some progress is stopped at the limit, or half a lim
   assert.equal(late.stop.why, 'stuck');
   assert.ok(late.at >= 35_000 && late.at <= 35_500, `stopped at ${late.at} ms`);
   assert.match(late.report.tests[0].message, /no call of your code returned for 10 s\. Look for a loop that never ends/);
+});
+
+test('a run of some tests ended with the worker: its report is asked for those tests alone', async () => {
+  const script = () => {};
+  script.swallows = true;
+  const asked = [];
+  const only = ['t'];
+  const r = await driven(script, {
+    graceMs: 1000, runOpts: { only },
+    timeoutReport: (message, seed, o) => { asked.push(o); return { ...timeoutReport(message), partial: true }; },
+  });
+  assert.equal(r.stopped, 'terminated');
+  assert.deepEqual(asked, [only]);
+  assert.equal(r.report.partial, true);
 });
 
 test('a loop that swallows the interrupt is ended with the worker, and said to be a loop', async () => {
