@@ -9,7 +9,8 @@
 // events: `ready`, `run-started`, `result`, `resize`, `error` (event.detail is the
 // message). Methods: setCode(code), run() → Promise<result>, submit() →
 // Promise<result> (a page whose hidden tests stay on the server), reset().
-// Attributes: lab, host-origin (default: this page's origin), instructions="hide".
+// Attributes: lab, host-origin (default: this page's origin), instructions="hide",
+// theme="light|dark" (default: the learner's, as on the lab's own page).
 // The lab answers only if this page's origin is one the lab was built to allow
 // (build.mjs --allow-origin); host-origin can narrow that list, never widen it.
 // The protocol itself (version 1) is in www/page/EMBED.md.
@@ -21,7 +22,7 @@ const VERSION = 1;
 const SILENT_MS = 10_000;
 
 class DeliveryLabElement extends HTMLElement {
-  static observedAttributes = ['lab', 'host-origin', 'instructions'];
+  static observedAttributes = ['lab', 'host-origin', 'instructions', 'theme'];
 
   #iframe = null;
   #ready = null;
@@ -80,6 +81,8 @@ class DeliveryLabElement extends HTMLElement {
     url.searchParams.set('lab', this.getAttribute('lab') || __DEFAULT_LAB__);
     url.searchParams.set('host-origin', this.getAttribute('host-origin') || location.origin);
     if (this.getAttribute('instructions') === 'hide') url.searchParams.set('instructions', 'hide');
+    const theme = this.getAttribute('theme');
+    if (theme === 'light' || theme === 'dark') url.searchParams.set('theme', theme);
     const iframe = document.createElement('iframe');
     iframe.title = this.getAttribute('title') || 'Code lab';
     // Lets the lab be cross-origin isolated when this page is (the faster 8 s interrupt).

@@ -2,19 +2,28 @@
 // data-theme="light|dark">, whose colours style.css sets. Without a choice the page
 // follows the system's (prefers-color-scheme, and its changes); the switch keeps the
 // learner's choice on this device (localStorage `delivery-lab:theme`), which works
-// offline like everything the page keeps.
+// offline like everything the page keeps. Embedded (?embed), where the page has no
+// switch, the host page may set it to match its own (`&theme=dark`, EMBED.md).
 const KEY = 'delivery-lab:theme';
 const dark = () => matchMedia('(prefers-color-scheme: dark)').matches;
+const isTheme = (v) => v === 'dark' || v === 'light';
+
+/** The host page's theme for an embedded lab (?embed&theme=), else null. */
+function hostTheme() {
+  const q = new URLSearchParams(location.search);
+  const v = q.get('theme');
+  return q.has('embed') && isTheme(v) ? v : null;
+}
 
 function chosen() {
   try {
     const v = localStorage.getItem(KEY);
-    return v === 'dark' || v === 'light' ? v : null;
+    return isTheme(v) ? v : null;
   } catch { return null; }
 }
 
-/** The theme in use: the learner's choice, else the system's. */
-export const currentTheme = () => chosen() ?? (dark() ? 'dark' : 'light');
+/** The theme in use: the host page's when embedded with one, else the learner's choice, else the system's. */
+export const currentTheme = () => hostTheme() ?? chosen() ?? (dark() ? 'dark' : 'light');
 
 /** Sets <html data-theme>: the stored choice, else the system's, followed as it changes. */
 export function applyTheme() {

@@ -215,6 +215,19 @@ test('the web component: a host on another origin sets code, runs it and gets th
     // reset puts the starter code back.
     await page.evaluate(() => window.course.component.reset());
     await frame.waitForFunction((s) => window.deliveryLab.getCode() === s, STARTER);
+    // theme="dark" (and then "light") reaches the frame's page as its theme; no attribute, none asked.
+    const themes = await page.evaluate(() => {
+      const el = document.createElement('delivery-lab');
+      document.body.append(el);
+      const asked = [new URL(el.iframe.src).searchParams.get('theme')];
+      for (const t of ['dark', 'light', 'purple']) {
+        el.setAttribute('theme', t);
+        asked.push(new URL(el.iframe.src).searchParams.get('theme'));
+      }
+      el.remove();
+      return asked;
+    });
+    assert.deepEqual(themes, [null, 'dark', 'light', null]);
   } finally {
     await ctx.close();
   }

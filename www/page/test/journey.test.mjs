@@ -372,7 +372,7 @@ test('both themes are axe-clean (course map, lab 1, the courier with Your turn);
   await page.emulateMedia({ reducedMotion: 'no-preference' });
 });
 
-test('the theme is set before the page\'s modules run: no light page before a dark one', LIMIT, async () => {
+test('the theme is set before the page\'s modules run (no light page before a dark one), and an embedding page may set it', LIMIT, async () => {
   // main.js and course.js never load here: what the first paint gets is theme.js's alone.
   const c = await browser.newContext({ colorScheme: 'dark' });
   await c.route(/\/(main|course)\.js$/, (r) => r.abort());
@@ -391,6 +391,14 @@ test('the theme is set before the page\'s modules run: no light page before a da
       assert.equal(await themeAt(q), 'light', `${q}: the stored choice`);
     }
     assert.equal(await p.evaluate(() => typeof window.deliveryLab), 'undefined', 'main.js was not blocked');
+    // Embedded, the host page's theme wins over the stored choice and the system's;
+    // on the lab's own page (no ?embed) the parameter is not asked.
+    assert.equal(await themeAt('index.html?embed&lab=deliver-once&theme=dark'), 'dark', 'embedded, theme=dark');
+    await p.emulateMedia({ colorScheme: 'light' });
+    await p.evaluate(() => localStorage.setItem('delivery-lab:theme', 'dark'));
+    assert.equal(await themeAt('index.html?embed&lab=deliver-once&theme=light'), 'light', 'embedded, theme=light');
+    assert.equal(await themeAt('index.html?lab=deliver-once&theme=light'), 'dark', 'not embedded: the stored choice');
+    assert.equal(await themeAt('index.html?embed&lab=deliver-once&theme=purple'), 'dark', 'an unknown theme is not one');
   } finally {
     await c.close();
   }
