@@ -638,7 +638,7 @@ export async function serve({ port = 8000, root = path.join(WWW, 'dist'), hidden
   server.maxConnections = lim.maxConnections;
 
   const embedding = watchBuild(root, frameAncestors, { intervalMs: buildWatchMs, quiet });
-  server.on('close', () => { front?.close(); pool?.close?.(); embedding.stop(); ltiStore?.close(); });
+  server.on('close', () => { front?.close(); pool?.close?.(); embedding.stop(); ltiTool?.close(); ltiStore?.close(); });
   // Malformed HTTP, headers over the limit, timeouts, resets. The parser repeats its
   // error for every later chunk on that connection: answer once.
   server.on('clientError', (err, socket) => {

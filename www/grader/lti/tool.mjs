@@ -63,6 +63,12 @@ export const LIMITS = Object.freeze({
   launchTtlS: 8 * 3600, // a launch's page may submit for this long
   maxTokenAgeS: 600, // an id_token older than this (its iat) is refused
   submitsInFlight: 4, // submissions graded at once through /lti/submit (429 past it)
+  // A grade not sent by its deadline (ags.mjs RETRY: the platform down for longer) is
+  // tried again, once per sweep, for this long after it was made; then it stays failed.
+  resendEveryMs: 5 * 60_000, // a sweep's period (0: no sweeps but those asked, resendFailed())
+  resendForMs: 24 * 3600_000,
+  resendPerSweep: 50, // grades tried again in one sweep, oldest first
+  resendScan: 2000, // the newest grades a sweep looks at
 });
 
 /** A refused LTI request: HTTP status, a stable code (tests and logs read it), the claim when one is at fault. */
@@ -186,7 +192,8 @@ function joseError(e) {
  * URL (no trailing /); labs: [{id, title, maxScore}] (the engine's list); grade({lab,
  * source, platform}) → the server's report line (its pool, or the queue); now(): ms; fetch: for
  * the platforms' JWKS and AGS; retry: ags.mjs RETRY's fields; log(message).
- * Returns { handle(req, res, rel) → bool, pending() → Promise (the grades being sent) }.
+ * Returns { handle(req, res, rel) → bool, pending() → Promise (the grades being sent), resendFailed()
+ * → Promise of { tried, replaced } (a sweep now; one runs every limits.resendEveryMs), close() }.
  */
 export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => Date.now(), fetch = globalThis.fetch, retry, sleep,
   log = (m) => console.error(`lti: ${m}`), limits = {} }) {
@@ -197,6 +204,8 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
   const ags = agsClient({ keys, now, fetch, retry, ...(sleep ? { sleep } : {}) });
   const jwksSets = new Map(); // jwks URL -> jose's remote set (fetched on need, cached)
   const sending = new Set();
+  const resending = new Set(); // ids of the grades being sent now
+  let sweeping = null; // the sweep under way (resendFailed)
   let inFlight = 0;
   const inFlightLaunches = new Set();
   const counts = { logins: 0, launches: 0, refused: 0, deepLinks: 0, submitted: 0, sent: 0, sendFailed: 0 };
@@ -451,30 +460,80 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
       at: score.timestamp, issuer: l.issuer, clientId: l.clientId, deploymentId: l.deploymentId, resourceLinkId: l.resourceLinkId,
       userId: l.sub, lab: l.lab, status: report.status, scoreGiven: score.scoreGiven, scoreMaximum: score.scoreMaximum,
       sent: canScore ? 'sending' : 'not_sent', attempts: 0, error: canScore ? null : 'the platform gave no score service for this link',
+      // What a later sweep needs to send it again: the score as made, and the link's AGS claim.
+      ...(canScore ? { score, ags: l.ags } : {}),
     };
     const id = await store.addGrade(rec);
     if (!canScore) return { id, status: 'not_sent', why: rec.error };
-    background((async () => {
-      let attempts = 0;
-      try {
-        const item = await lineItemFor(l);
-        if (!item.url) {
-          await store.updateGrade(id, { sent: 'not_sent', error: item.why });
-          return;
-        }
-        const platform = await platformOfLaunch(l);
-        if (!platform) throw new Error('the platform is no longer registered');
-        await ags.withRetry(() => ags.sendScore(platform, item.url, score), (n) => { attempts = n; });
-        counts.sent += 1;
-        await store.updateGrade(id, { sent: 'sent', attempts, lineItem: item.url, sentAt: new Date(now()).toISOString(), error: null });
-      } catch (e) {
-        counts.sendFailed += 1;
-        log(`grade ${id} not sent: ${e.message}`);
-        await store.updateGrade(id, { sent: 'failed', attempts: e.attempts ?? attempts, error: String(e.message).slice(0, 500) });
-      }
-    })());
+    background(sendGrade(id, { ...rec, sub: l.sub }, score, { retries: true, attemptsBefore: 0 }));
     return { id, status: 'sending' };
   }
+
+  /** Sends grade `id` (`link`: the launch's fields lineItemFor reads), with retries until
+   *  the deadline (`retries`) or once (a sweep's); records what came of it. */
+  async function sendGrade(id, link, score, { retries, attemptsBefore }) {
+    let attempts = attemptsBefore;
+    resending.add(id);
+    try {
+      const item = await lineItemFor(link);
+      if (!item.url) {
+        await store.updateGrade(id, { sent: 'not_sent', error: item.why });
+        return;
+      }
+      const platform = await platformOfLaunch(link);
+      if (!platform) throw new Error('the platform is no longer registered');
+      const once = () => ags.sendScore(platform, item.url, score);
+      if (retries) await ags.withRetry(once, (n) => { attempts = attemptsBefore + n; });
+      else {
+        attempts += 1;
+        await once();
+      }
+      counts.sent += 1;
+      await store.updateGrade(id, { sent: 'sent', attempts, lineItem: item.url, sentAt: new Date(now()).toISOString(), error: null });
+    } catch (e) {
+      counts.sendFailed += 1;
+      log(`grade ${id} not sent: ${e.message}`);
+      await store.updateGrade(id, { sent: 'failed', attempts: retries && e.attempts ? attemptsBefore + e.attempts : attempts, error: String(e.message).slice(0, 500) });
+    } finally {
+      resending.delete(id);
+    }
+  }
+
+  /**
+   * A sweep: each grade still failed, made within resendForMs, tried once more, oldest
+   * first, at most resendPerSweep. One whose learner and link have a newer grade sent
+   * already is marked `replaced` instead: the gradebook holds the newer one (AGS 2.0
+   * also has a platform keep a score rather than take an older timestamp's). Resolves to
+   * { tried, replaced }; a sweep asked while one runs joins it.
+   */
+  function resendFailed() {
+    sweeping ??= (async () => {
+      const grades = await store.listGrades({ limit: lim.resendScan });
+      const whose = (g) => [g.issuer, g.clientId, g.deploymentId, g.resourceLinkId, g.userId].join('\n');
+      const newestSent = new Map();
+      for (const g of grades) if (g.sent === 'sent' && !(newestSent.get(whose(g)) >= g.at)) newestSent.set(whose(g), g.at);
+      let tried = 0;
+      let replaced = 0;
+      for (const g of grades) {
+        if (g.sent !== 'failed' || !g.score || !g.ags || resending.has(g.id)) continue;
+        if (!(now() - Date.parse(g.at) <= lim.resendForMs)) continue;
+        if (newestSent.get(whose(g)) > g.at) {
+          replaced += 1;
+          await store.updateGrade(g.id, { sent: 'replaced', error: 'a newer grade of this learner and link was sent' });
+          continue;
+        }
+        if (tried >= lim.resendPerSweep) break;
+        tried += 1;
+        await sendGrade(g.id, { ...g, sub: g.userId }, g.score, { retries: false, attemptsBefore: Number(g.attempts) || 0 });
+      }
+      return { tried, replaced };
+    })().finally(() => { sweeping = null; });
+    return sweeping;
+  }
+  const sweeper = lim.resendEveryMs > 0
+    ? setInterval(() => { resendFailed().catch((e) => log(`resending grades: ${e.message}`)); }, lim.resendEveryMs)
+    : null;
+  sweeper?.unref();
 
   // ---- routing
   /** The body of a POST sent as `kind` (BODY_TYPES), its type checked first, read within its bounds (body.mjs). */
@@ -521,6 +580,9 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     stats: () => ({ ...counts, inFlight, sending: sending.size }),
     /** Resolves once every grade being sent now is sent or given up. */
     pending: async () => { while (sending.size) await Promise.allSettled([...sending]); },
+    resendFailed,
+    /** Stops the sweeps (a server that closes). */
+    close: () => clearInterval(sweeper),
   };
 }
 

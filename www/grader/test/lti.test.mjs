@@ -319,6 +319,38 @@ test('a launch end to end: the line item made on first launch, the server grades
   assert.equal(failed.length, 1);
   assert.match(failed[0], /failed .*attempts [3-9]/);
   assert.ok(t0 > 0);
+
+  // The platform is back: a sweep sends the failed grade once more, as it was made
+  // (its own timestamp and score), and records it sent with one attempt more.
+  const attemptsBefore = Number(/attempts (\d+)/.exec(failed[0])[1]);
+  const callsBefore = platform.scoreCalls;
+  assert.deepEqual(await tool.lti.resendFailed(), { tried: 1, replaced: 0 });
+  assert.equal(platform.scoreCalls - callsBefore, 1);
+  const resent = platform.scores.at(-1);
+  assert.equal(resent.userId, 'learner-43');
+  assert.equal(resent.timestamp, failed[0].split('  ')[0], 'the score as it was made, with its own timestamp');
+  assert.notEqual(resent.scoreGiven, b2.report.max_score);
+  const after = [];
+  await ltiCli(['grades', '--lti-dir', DIR, '--limit', '1'], { out: (l) => after.push(l), err: () => {} });
+  assert.match(after[0], new RegExp(`\\bsent .*attempts ${attemptsBefore + 1}\\b`));
+  // Nothing left to send: the next sweep tries nothing.
+  assert.deepEqual(await tool.lti.resendFailed(), { tried: 0, replaced: 0 });
+
+  // A grade that failed, then a newer one of the same learner and link that was sent:
+  // the sweep marks the older one replaced and sends nothing (the gradebook has the newer).
+  platform.failScores = 1000;
+  await (await post({ launch: launchIdOf(page2.text), source: NO_NX })).json();
+  await tool.lti.pending();
+  platform.failScores = 0;
+  await (await post({ launch: launchIdOf(page2.text), source: REFERENCE })).json();
+  await tool.lti.pending();
+  const callsThen = platform.scoreCalls;
+  assert.deepEqual(await tool.lti.resendFailed(), { tried: 0, replaced: 1 });
+  assert.equal(platform.scoreCalls, callsThen);
+  const last = [];
+  await ltiCli(['grades', '--lti-dir', DIR, '--limit', '2'], { out: (l) => last.push(l), err: () => {} });
+  assert.match(last[0], /\breplaced\b.*a newer grade of this learner and link was sent/);
+  assert.match(last[1], /\bsent\b/);
 });
 
 test('deep linking: an instructor picks one of the engine\'s labs; the tool answers a signed LtiDeepLinkingResponse', async () => {
