@@ -50,6 +50,22 @@ function journeyReport() {
 /** The page was built without hidden tests: the server grades them (POST grade). */
 const hiddenOnServer = () => state.build?.hidden === false;
 
+// Opened from a course's LMS (LTI 1.3, docs/lms.md): the launch page links here with
+// the launch's id in the fragment (#lti-launch=ID: never sent to a server, nor in a
+// Referer). It is kept for this tab only (sessionStorage, so a reload keeps it) and
+// taken out of the address; Submit then sends the code to the launch's endpoint,
+// whose server grades it and sends that grade to the course's gradebook.
+const LTI_LAUNCH_KEY = `delivery-lab:lti-launch:${LAB_ID}`;
+const ltiLaunch = (() => {
+  const m = /^#lti-launch=([A-Za-z0-9_-]{16,128})$/.exec(location.hash);
+  if (m) {
+    try { sessionStorage.setItem(LTI_LAUNCH_KEY, m[1]); } catch { /* kept for this page only */ }
+    history.replaceState(history.state, '', location.pathname + location.search);
+    return m[1];
+  }
+  try { return sessionStorage.getItem(LTI_LAUNCH_KEY); } catch { return null; }
+})();
+
 // ---------------------------------------------------------------------------
 // Embedding: the postMessage API, version 1 (www/page/EMBED.md)
 
@@ -541,14 +557,22 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
   setStatus('Submitted: the server is running every test, hidden ones included…', 'busy');
   let report = null;
   let problem = null;
+  let gradebook = '';
   try {
-    const res = await fetch(new URL('grade', location.href), {
+    const source = state.editor.getCode();
+    const res = await fetch(new URL(ltiLaunch ? 'lti/submit' : 'grade', location.href), {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ lab: LAB_ID, source: state.editor.getCode() }),
+      body: JSON.stringify(ltiLaunch ? { launch: ltiLaunch, source } : { lab: LAB_ID, source }),
     });
-    if (res.ok) report = fromServer(await res.json());
-    else problem = await submitError(res);
+    if (res.ok) {
+      const answer = await res.json();
+      // The launch's endpoint answers { report, grade }: the report, and what became of the grade.
+      report = fromServer(ltiLaunch ? answer.report : answer);
+      if (ltiLaunch) gradebook = answer.grade?.status === 'not_sent'
+        ? ` Your course's gradebook did not get it: ${answer.grade.why || 'the course gave this lab no grade column'}.`
+        : ' The score is on its way to your course\'s gradebook.';
+    } else problem = await submitError(res);
   } catch (e) {
     problem = `The grading server could not be reached (${e.message || e}). Your code is unchanged; try again when you are online.`;
   } finally {
@@ -569,7 +593,7 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
   if (trigger !== 'host') results.querySelector('.summary')?.scrollIntoView({ block: 'nearest', behavior: scrollBehavior() });
   if (report.status === 'pass') earnXp(report);
   setStatus(report.status === 'error' ? 'Your code could not be graded; the message below says why.'
-    : `Graded by the server: ${report.passed} of ${report.total} tests pass, hidden ones included.`, report.status === 'pass' ? '' : 'error');
+    : `Graded by the server: ${report.passed} of ${report.total} tests pass, hidden ones included.${gradebook}`, report.status === 'pass' ? '' : 'error');
   toHost('result', resultMessage(report, { ...ids, via: 'server', stopped: null }));
   return report;
 }
@@ -707,8 +731,12 @@ async function boot() {
   });
 
   $('run').addEventListener('click', () => { if (!busy('run')) runTests(); });
-  if (hiddenOnServer()) {
+  if (hiddenOnServer() || ltiLaunch) {
     $('submit').hidden = false;
+    if (ltiLaunch) {
+      $('submit').textContent = 'Submit to the course';
+      $('submit').title = 'Send your code to the course\'s server: it runs every test, hidden ones included, and sends your score to the course\'s gradebook';
+    }
     $('submit').addEventListener('click', () => { if (!busy('submit')) submitForGrading(); });
   }
   $('reset').addEventListener('click', () => {

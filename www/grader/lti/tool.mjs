@@ -384,8 +384,11 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     }
     const submit = `${base()}/lti/submit`;
     return page(res, lab.title, `<h1>${html(lab.title)}</h1>`
-      + `<p><a href="${html(`${base()}/?lab=${encodeURIComponent(lab.id)}`)}" target="_blank" rel="noopener">Open the lab</a> to write and test your code; `
-      + 'then paste it here: the server grades it and sends your score to the course\'s gradebook.</p>'
+      // The lab's page, told this launch in its fragment (never sent to a server): its
+      // Submit sends the code here, and the server grades it (page/main.js ltiLaunch).
+      + `<p><a href="${html(`${base()}/index.html?lab=${encodeURIComponent(lab.id)}#lti-launch=${id}`)}" target="_blank" rel="noopener">Open the lab</a>: `
+      + 'write and test your code there, then press <b>Submit to the course</b>: the server grades it and sends your score to the course\'s gradebook.</p>'
+      + '<p>Or paste your code here:</p>'
       + `<form id="f"><textarea id="src" rows="20" spellcheck="false"></textarea><p><button>Submit for grading</button></p></form><pre id="out"></pre>`
       + `<script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();const o=document.getElementById('out');o.textContent='grading...';`
       + `try{const r=await fetch(${JSON.stringify(submit)},{method:'POST',headers:{'Content-Type':'application/json'},body:JSON.stringify({launch:${JSON.stringify(id)},source:document.getElementById('src').value})});`

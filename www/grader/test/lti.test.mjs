@@ -11,6 +11,7 @@
 // One server (one grading pool, about 4 s to start) serves every case; the file store.
 // Run: node --test --test-force-exit grader/test/lti.test.mjs
 import { test, before, after } from 'node:test';
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -26,6 +27,8 @@ import { keyRing, KeyFileError, RETIRED_KEPT_MS } from '../lti/keys.mjs';
 import { AGS_SCOPES } from '../lti/ags.mjs';
 import { createFileStore } from '../lti/store.mjs';
 import { main as ltiCli } from '../lti/cli.mjs';
+import { chromium } from 'playwright-core';
+import { LAUNCH } from '../../page/browser.mjs';
 
 const WWW = fileURLToPath(new URL('../../', import.meta.url));
 const REFERENCE = fs.readFileSync(path.join(WWW, '..', 'src/deliver_once/reference.py'), 'utf8');
@@ -36,8 +39,6 @@ assert.notEqual(NO_NX, REFERENCE);
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'delivery-lab-lti-'));
 const ROOT = path.join(TMP, 'root');
 const DIR = path.join(TMP, 'lti');
-fs.mkdirSync(ROOT);
-fs.writeFileSync(path.join(ROOT, 'index.html'), '<!doctype html><title>lab</title>');
 
 const LEARNER = 'http://purl.imsglobal.org/vocab/lis/v2/membership#Learner';
 const CLIENT_ID = 'tool-client-1';
@@ -147,6 +148,8 @@ let tool;
 const quietCli = { out: () => {}, err: () => {} };
 
 before(async () => {
+  // The lab's page, which a launch opens (its Submit sends to the launch's endpoint).
+  execFileSync(process.execPath, ['build.mjs', '--no-wasm', '--out', ROOT], { cwd: WWW, stdio: 'inherit' });
   platform = await platformEmulator();
   const code = await ltiCli(['add', '--lti-dir', DIR, '--issuer', platform.issuer, '--client-id', CLIENT_ID, '--deployment', DEPLOYMENT,
     '--auth-url', `${platform.url}/auth`, '--token-url', `${platform.url}/token`, '--jwks-url', `${platform.url}/jwks`], quietCli);
@@ -351,6 +354,48 @@ test('a launch end to end: the line item made on first launch, the server grades
   await ltiCli(['grades', '--lti-dir', DIR, '--limit', '2'], { out: (l) => last.push(l), err: () => {} });
   assert.match(last[0], /\breplaced\b.*a newer grade of this learner and link was sent/);
   assert.match(last[1], /\bsent\b/);
+});
+
+test('the lab page the launch opens: its Submit to the course grades on the server, and that grade reaches the AGS', async () => {
+  const { state, nonce } = await login();
+  const page = await launch(await idToken(platform, nonce, { claims: { sub: 'learner-44' } }), state);
+  assert.equal(page.status, 200, page.text);
+  const href = /<a href="([^"]*#lti-launch=[A-Za-z0-9_-]+)"/.exec(page.text)?.[1]?.replaceAll('&amp;', '&');
+  assert.ok(href, page.text);
+  assert.equal(new URL(href).hash, `#lti-launch=${launchIdOf(page.text)}`);
+  platform.failScores = 0;
+  const browser = await chromium.launch(LAUNCH);
+  try {
+    const p = await browser.newPage();
+    await p.goto(href);
+    await p.waitForFunction(() => window.deliveryLab);
+    await p.evaluate(() => window.deliveryLab.loaded);
+    // The launch's id leaves the address bar (and so the history) at once.
+    assert.equal(new URL(p.url()).hash, '');
+    assert.equal(await p.locator('#submit').innerText(), 'Submit to the course');
+    await p.evaluate((source) => window.deliveryLab.setCode(source), NO_NX);
+    const before = platform.scoreCalls;
+    await p.locator('#submit').click();
+    await p.waitForFunction(() => /Graded by the server/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+    assert.match(await p.locator('#status').innerText(), /on its way to your course's gradebook/);
+    const shown = await p.evaluate(() => window.deliveryLab.lastReport);
+    await tool.lti.pending();
+    assert.equal(platform.scoreCalls - before, 1);
+    const sent = platform.scores.at(-1);
+    assert.equal(sent.userId, 'learner-44');
+    assert.equal(sent.scoreGiven, shown.score);
+    assert.ok(shown.score < shown.max_score, 'the partial score of the code in the editor');
+    // A reload keeps this tab's launch; a new tab of the same page has none.
+    await p.reload();
+    await p.evaluate(() => window.deliveryLab.loaded);
+    assert.equal(await p.locator('#submit').innerText(), 'Submit to the course');
+    const other = await (await browser.newContext()).newPage();
+    await other.goto(href.replace(/#.*$/, ''));
+    await other.evaluate(() => window.deliveryLab?.loaded);
+    assert.equal(await other.locator('#submit').isVisible(), false);
+  } finally {
+    await browser.close();
+  }
 });
 
 test('deep linking: an instructor picks one of the engine\'s labs; the tool answers a signed LtiDeepLinkingResponse', async () => {
