@@ -12,7 +12,6 @@ import { themeSwitch, scrollBehavior } from './theme.js';
 import { labStore } from './progress.js';
 import { renderPredict, renderHints, renderYourTurn } from './journey.js';
 
-
 // ?embed: the compact layout for a host page's iframe, talking to the host by
 // postMessage (www/page/EMBED.md) if the build allows any origin (build.mjs --allow-origin);
 // ?lab=ID picks the lab; ?host-origin=ORIGIN[ ORIGIN…] narrows the build's origins
@@ -54,9 +53,10 @@ const hiddenOnServer = () => state.build?.hidden === false;
 // the launch's id in the fragment (#lti-launch=ID: never sent to a server, nor in a
 // Referer). It is kept for this tab only (sessionStorage, so a reload keeps it) and
 // taken out of the address; Submit then sends the code to the launch's endpoint,
-// whose server grades it and sends that grade to the course's gradebook.
+// whose server grades it and sends that grade to the course's gradebook. Only in a
+// tab of its own: a page that frames the lab cannot slip it a launch of its choosing.
 const LTI_LAUNCH_KEY = `delivery-lab:lti-launch:${LAB_ID}`;
-const ltiLaunch = (() => {
+const ltiLaunch = window.top !== window ? null : (() => {
   const m = /^#lti-launch=([A-Za-z0-9_-]{16,128})$/.exec(location.hash);
   if (m) {
     try { sessionStorage.setItem(LTI_LAUNCH_KEY, m[1]); } catch { /* kept for this page only */ }

@@ -393,6 +393,18 @@ test('the lab page the launch opens: its Submit to the course grades on the serv
     await other.goto(href.replace(/#.*$/, ''));
     await other.evaluate(() => window.deliveryLab?.loaded);
     assert.equal(await other.locator('#submit').isVisible(), false);
+    // Framed (here by a page of its own origin), the page takes no launch from its URL.
+    await other.evaluate((src) => {
+      const f = document.createElement('iframe');
+      f.id = 'framed';
+      f.src = src;
+      document.body.append(f);
+    }, href);
+    const framed = await (await other.waitForSelector('#framed')).contentFrame();
+    await framed.waitForFunction(() => window.deliveryLab);
+    await framed.evaluate(() => window.deliveryLab.loaded);
+    assert.equal(await framed.locator('#submit').isVisible(), false);
+    assert.match(framed.url(), /#lti-launch=/);
   } finally {
     await browser.close();
   }
