@@ -563,7 +563,8 @@ async function submitForGrading({ trigger = 'learner', requestId } = {}) {
     const res = await fetch(new URL(ltiLaunch ? 'lti/submit' : 'grade', location.href), {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(ltiLaunch ? { launch: ltiLaunch, source } : { lab: LAB_ID, source }),
+      // To the course, also how many hints the learner opened: staff see it beside the grade, never in it.
+      body: JSON.stringify(ltiLaunch ? { launch: ltiLaunch, source, hintsOpened: journeyReport()?.hints.opened ?? 0 } : { lab: LAB_ID, source }),
     });
     if (res.ok) {
       const answer = await res.json();

@@ -66,7 +66,8 @@ export async function main(argv, { out = (l) => console.log(l), err = (l) => con
     // grades: newest last, one line each.
     for (const g of await store.listGrades({ limit: v.limit })) {
       out([g.at, g.sent, `${g.scoreGiven}/${g.scoreMaximum}`, g.status, g.lab, `user ${g.userId}`, `link ${g.resourceLinkId}`, g.issuer,
-        `attempts ${g.attempts}`, g.error ? `error: ${g.error}` : ''].join('  ').trimEnd());
+        `attempts ${g.attempts}`, Number.isInteger(g.hintsOpened) ? `hints ${g.hintsOpened}` : '', g.error ? `error: ${g.error}` : '']
+        .filter(Boolean).join('  ').trimEnd());
     }
     return 0;
   } finally {

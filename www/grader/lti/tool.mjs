@@ -55,6 +55,9 @@ export const STAFF_ROLES = Object.freeze([
   'http://purl.imsglobal.org/vocab/lis/v2/system/person#Administrator',
 ]);
 
+/** The most hints a submission may say were opened (a lab has a few per task). */
+export const MAX_HINTS_OPENED = 1000;
+
 export const LIMITS = Object.freeze({
   maxFormBytes: 256 * 1024, // a launch's form: the id_token and the state
   maxSubmitBytes: 64 * 1024, // POST /lti/submit, as POST /grade's
@@ -429,9 +432,14 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
       throw new LtiError(400, 'bad_body', 'the body is not JSON');
     }
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new LtiError(400, 'bad_body', 'send JSON {"launch": "...", "source": "..."}');
-    const extra = Object.keys(body).filter((k) => k !== 'launch' && k !== 'source');
+    const extra = Object.keys(body).filter((k) => k !== 'launch' && k !== 'source' && k !== 'hintsOpened');
     // The score is the server's: a page that sends one (or anything else) is refused.
-    if (extra.length) throw new LtiError(400, 'bad_body', `unknown field(s) ${extra.slice(0, 5).join(', ')}: send only launch and source (the server grades)`);
+    if (extra.length) throw new LtiError(400, 'bad_body', `unknown field(s) ${extra.slice(0, 5).join(', ')}: send only launch, source and hintsOpened (the server grades)`);
+    // The hints the learner opened on the page (its word, for staff beside the grade; never in it).
+    const hints = body.hintsOpened ?? null;
+    if (hints !== null && !(Number.isInteger(hints) && hints >= 0 && hints <= MAX_HINTS_OPENED)) {
+      throw new LtiError(400, 'bad_body', `hintsOpened must be a whole number from 0 to ${MAX_HINTS_OPENED}`);
+    }
     if (!isString(body.launch) || typeof body.source !== 'string') throw new LtiError(400, 'bad_body', 'launch and source must be strings');
     const l = await store.getLaunch(body.launch, now());
     if (!l || l.type !== 'resource-link') throw new LtiError(401, 'unknown_launch', 'no launch of this tool has that id (or it expired): open the lab from the course again');
@@ -447,21 +455,22 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
       inFlightLaunches.delete(body.launch);
     }
     counts.submitted += 1;
-    const gradeInfo = await recordAndSend(l, report);
+    const gradeInfo = await recordAndSend(l, report, hints);
     sendJson(res, 200, { report, grade: gradeInfo });
   }
 
   /** The server's report as a score: stored for staff, and sent in the background. */
-  async function recordAndSend(l, report) {
+  async function recordAndSend(l, report, hints = null) {
     const score = {
       userId: l.sub, scoreGiven: Number(report.score) || 0, scoreMaximum: Number(report.max_score) || labById.get(l.lab).maxScore,
       activityProgress: 'Completed', gradingProgress: 'FullyGraded', timestamp: new Date(now()).toISOString(),
-      comment: `${report.status}: ${report.passed ?? 0} of ${report.total ?? 0} tests passed`,
+      comment: `${report.status}: ${report.passed ?? 0} of ${report.total ?? 0} tests passed`
+        + (hints === null ? '' : `; ${hints} hint${hints === 1 ? '' : 's'} opened`),
     };
     const canScore = l.ags?.scope?.includes(AGS_SCOPES.score) && (l.ags.lineitem || l.ags.lineitems);
     const rec = {
       at: score.timestamp, issuer: l.issuer, clientId: l.clientId, deploymentId: l.deploymentId, resourceLinkId: l.resourceLinkId,
-      userId: l.sub, lab: l.lab, status: report.status, scoreGiven: score.scoreGiven, scoreMaximum: score.scoreMaximum,
+      userId: l.sub, lab: l.lab, status: report.status, scoreGiven: score.scoreGiven, scoreMaximum: score.scoreMaximum, hintsOpened: hints,
       sent: canScore ? 'sending' : 'not_sent', attempts: 0, error: canScore ? null : 'the platform gave no score service for this link',
       // What a later sweep needs to send it again: the score as made, and the link's AGS claim.
       ...(canScore ? { score, ags: l.ags } : {}),

@@ -374,6 +374,8 @@ test('the lab page the launch opens: its Submit to the course grades on the serv
     assert.equal(new URL(p.url()).hash, '');
     assert.equal(await p.locator('#submit').innerText(), 'Submit to the course');
     await p.evaluate((source) => window.deliveryLab.setCode(source), NO_NX);
+    // One hint opened: staff see it beside the grade (the score's comment, ./lab lti grades).
+    await p.locator('.task-tools[data-task="1"] button.secondary').click();
     const before = platform.scoreCalls;
     await p.locator('#submit').click();
     await p.waitForFunction(() => /Graded by the server/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
@@ -384,6 +386,10 @@ test('the lab page the launch opens: its Submit to the course grades on the serv
     const sent = platform.scores.at(-1);
     assert.equal(sent.userId, 'learner-44');
     assert.equal(sent.scoreGiven, shown.score);
+    assert.match(sent.comment, /; 1 hint opened$/);
+    const listed = [];
+    await ltiCli(['grades', '--lti-dir', DIR, '--limit', '1'], { out: (l) => listed.push(l), err: () => {} });
+    assert.match(listed[0], /user learner-44 .*\bhints 1\b/);
     assert.ok(shown.score < shown.max_score, 'the partial score of the code in the editor');
     // A reload keeps this tab's launch; a new tab of the same page has none.
     await p.reload();
@@ -456,6 +462,15 @@ test('hostile bodies: bounded, refused with 4xx, the server stays up', async () 
   for (const body of ['[]', 'null', '"x"', '{"launch": 1, "source": "x"}', '{']) {
     const r = await fetch(`${tool.base}/lti/submit`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
     assert.equal(r.status, 400, body);
+  }
+  // hintsOpened, the page's word for staff: a whole number within bounds, else refused.
+  for (const hintsOpened of [-1, 1.5, '2', 1001, null, true]) {
+    const r = await fetch(`${tool.base}/lti/submit`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ launch: 'x', source: 'x', hintsOpened }) });
+    if (hintsOpened === null) assert.equal(r.status, 401, 'null is no hint count: the launch is looked at next');
+    else {
+      assert.equal(r.status, 400, String(hintsOpened));
+      assert.match((await r.json()).error, /hintsOpened must be a whole number from 0 to 1000/);
+    }
   }
   const overSubmit = await fetch(`${tool.base}/lti/submit`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ launch: 'x', source: 'x'.repeat(70 * 1024) }) });
   assert.equal(overSubmit.status, 413);
