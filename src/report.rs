@@ -342,7 +342,6 @@ impl Report {
         )
     }
 
-    /// A report for a run the host stopped at its time limit.
     /// The report of a run of some tests only (`RunMode::Only`): `partial`, and no XP
     /// whatever passed.
     pub fn into_partial(mut self) -> Report {
@@ -351,6 +350,7 @@ impl Report {
         self
     }
 
+    /// A report for a run the host stopped at its time limit.
     pub fn timed_out(
         lab: &str,
         seed: u64,
