@@ -4,11 +4,12 @@
 //
 // A body larger than its cap (declared, or counted as it comes) is refused with 413,
 // one that has not all arrived within its time with 408. Either way the rest is not
-// read: the answer goes out with "Connection: close" and the connection closes
-// lingering (below), so the client reads that answer instead of a reset.
+// read: the reader sets "Connection: close" on the response the caller then sends,
+// and the connection closes lingering (below), so the client reads that answer
+// instead of a reset.
 
 /** A body refused: the HTTP status, a stable code (logs and tests read it), and
- *  `closes`: the connection is closing (cut off; the answer says Connection: close). */
+ *  `closes`: the connection is closing (cut off; readBody set Connection: close). */
 export class BodyError extends Error {
   constructor(status, code, message, { closes = false } = {}) {
     super(message);
@@ -24,10 +25,11 @@ export const GONE = 'gone';
 
 /**
  * The body of `req`: a Buffer of at most `maxBytes`, all arrived within `timeoutMs`.
- * Rejects with a BodyError: 413 `too_large`, 408 `too_slow` (both `closes`), or
- * `GONE` (status 400) when the request broke off or its connection closed.
+ * Rejects with a BodyError: 413 `too_large`, 408 `too_slow` (both `closes`: `res`,
+ * its response, then says Connection: close), or `GONE` (status 400) when the
+ * request broke off or its connection closed.
  */
-export function readBody(req, { maxBytes, timeoutMs }) {
+export function readBody(req, res, { maxBytes, timeoutMs }) {
   return new Promise((resolve, reject) => {
     let done = false;
     let timer = null;
@@ -37,7 +39,10 @@ export function readBody(req, { maxBytes, timeoutMs }) {
       clearTimeout(timer);
       if (!err) resolve(value);
       else {
-        if (err.closes) lingeringClose(req.socket);
+        if (err.closes) {
+          if (!res.headersSent) res.setHeader('Connection', 'close');
+          lingeringClose(req.socket);
+        }
         // Whatever still comes is read and dropped, never parsed as a request.
         req.resume();
         reject(err);

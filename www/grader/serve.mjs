@@ -338,7 +338,7 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
       req.resume();
       return refuse(res, 415, 'the body must be JSON, sent with Content-Type: application/json');
     }
-    readBody(req, { maxBytes: maxBodyBytes, timeoutMs: bodyTimeoutMs }).then((bytes) => {
+    readBody(req, res, { maxBytes: maxBodyBytes, timeoutMs: bodyTimeoutMs }).then((bytes) => {
       try {
         submit(req, res, client, bytes);
       } catch (e) {
@@ -350,7 +350,7 @@ export function createGradeHandler({ pool, labs = null, hiddenOf = () => undefin
     }, (e) => {
       // Cut off (413, 408): said once, and the connection closes rather than read the
       // rest. A client gone mid-body: nothing to answer.
-      if (e instanceof BodyError && e.code !== GONE) refuse(res, e.status, e.message, e.closes ? { Connection: 'close' } : {});
+      if (e instanceof BodyError && e.code !== GONE) refuse(res, e.status, e.message);
     });
   }
 

@@ -107,16 +107,13 @@ export async function startProvider({ seed, webhookUrl, clock, holdMs = 1500, ti
   // The body read within its bounds (grader/body.mjs: 413 past MAX_BODY_BYTES, 408
   // past BODY_TIMEOUT_MS, each closing the connection), then parsed as an object.
   function readJson(req, then, res) {
-    readBody(req, { maxBytes: MAX_BODY_BYTES, timeoutMs: BODY_TIMEOUT_MS }).then((bytes) => {
+    readBody(req, res, { maxBytes: MAX_BODY_BYTES, timeoutMs: BODY_TIMEOUT_MS }).then((bytes) => {
       let body;
       try { body = JSON.parse(utf8Of(bytes)); } catch { return reply(res, 400, { error: 'the body is not JSON' }); }
       if (!body || typeof body !== 'object' || Array.isArray(body)) return reply(res, 400, { error: 'the body must be a JSON object' });
       return then(body);
     }, (e) => {
-      if (e instanceof BodyError && e.code !== GONE) {
-        if (e.closes) res.setHeader('Connection', 'close');
-        reply(res, e.status, { error: e.message });
-      }
+      if (e instanceof BodyError && e.code !== GONE) reply(res, e.status, { error: e.message });
     });
   }
 

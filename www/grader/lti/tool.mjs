@@ -549,9 +549,9 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
 
   // ---- routing
   /** The body of a POST sent as `kind` (BODY_TYPES), its type checked first, read within its bounds (body.mjs). */
-  function bodyOf(req, kind) {
+  function bodyOf(req, res, kind) {
     if (!BODY_TYPES[kind].type.test(req.headers['content-type'] ?? '')) throw new LtiError(415, 'bad_content_type', BODY_TYPES[kind].refusal);
-    return readBody(req, { maxBytes: kind === 'form' ? lim.maxFormBytes : lim.maxSubmitBytes, timeoutMs: lim.bodyTimeoutMs });
+    return readBody(req, res, { maxBytes: kind === 'form' ? lim.maxFormBytes : lim.maxSubmitBytes, timeoutMs: lim.bodyTimeoutMs });
   }
 
   async function route(req, res, rel) {
@@ -561,13 +561,13 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     }
     if (rel === '/lti/login') {
       if (req.method === 'GET') return login(req, res, paramsOf(new URL(`http://x${req.url}`).searchParams));
-      if (req.method === 'POST') return login(req, res, formOf(await bodyOf(req, 'form')));
+      if (req.method === 'POST') return login(req, res, formOf(await bodyOf(req, res, 'form')));
       throw new LtiError(405, 'method', 'GET or POST the login initiation');
     }
     if (req.method !== 'POST') throw new LtiError(405, 'method', `POST to ${rel}`);
-    if (rel === '/lti/launch') return launch(req, res, formOf(await bodyOf(req, 'form')));
-    if (rel === '/lti/deep-link') return deepLink(req, res, formOf(await bodyOf(req, 'form')));
-    if (rel === '/lti/submit') return submit(req, res, await bodyOf(req, 'submission'));
+    if (rel === '/lti/launch') return launch(req, res, formOf(await bodyOf(req, res, 'form')));
+    if (rel === '/lti/deep-link') return deepLink(req, res, formOf(await bodyOf(req, res, 'form')));
+    if (rel === '/lti/submit') return submit(req, res, await bodyOf(req, res, 'submission'));
     throw new LtiError(404, 'not_found', `no ${rel.slice(0, 80)} here: /lti/login, /lti/launch, /lti/jwks, /lti/deep-link, /lti/submit`);
   }
 
@@ -576,10 +576,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     if (rel !== '/lti' && !rel.startsWith('/lti/')) return false;
     route(req, res, rel).catch((e) => {
       if (e instanceof BodyError && e.code === GONE) return undefined; // nobody to answer
-      if (e instanceof LtiError || e instanceof BodyError) {
-        if (e.closes) res.setHeader('Connection', 'close');
-        return refuse(res, e);
-      }
+      if (e instanceof LtiError || e instanceof BodyError) return refuse(res, e);
       log(`internal error on ${rel}: ${e?.stack || e}`);
       try { sendJson(res, 500, { error: 'the LTI tool failed on this request', code: 'internal' }); } catch { res.destroy(); }
     }).catch(() => res.destroy());

@@ -19,15 +19,16 @@ const outcomes = []; // what each request's reader gave: { bytes } or { code }
 
 before(async () => {
   server = http.createServer((req, res) => {
-    readBody(req, { maxBytes: MAX_BYTES, timeoutMs: TIMEOUT_MS }).then((bytes) => {
+    readBody(req, res, { maxBytes: MAX_BYTES, timeoutMs: TIMEOUT_MS }).then((bytes) => {
       outcomes.push({ bytes: bytes.length });
       const text = `got ${bytes.length}`;
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': text.length });
       res.end(text);
     }, (e) => {
-      outcomes.push({ code: e.code, isBodyError: e instanceof BodyError });
+      outcomes.push({ code: e.code, isBodyError: e instanceof BodyError, closes: e.closes });
       if (e.code === GONE) return;
-      res.writeHead(e.status, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(e.message), ...(e.closes ? { Connection: 'close' } : {}) });
+      // Connection: close is the reader's to set on a cut-off body, not this handler's.
+      res.writeHead(e.status, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(e.message) });
       res.end(e.message);
     });
   });
@@ -81,7 +82,7 @@ test('a declared length past the cap: 413 before a byte is read, the connection 
   assert.equal(statusOf(r.got), 413);
   assert.ok(closes(r.got), r.got);
   assert.match(r.got, /the body is larger than 1000 bytes$/);
-  assert.deepEqual(outcomes, [{ code: 'too_large', isBodyError: true }]);
+  assert.deepEqual(outcomes, [{ code: 'too_large', isBodyError: true, closes: true }]);
 });
 
 test('a chunked body that grows past the cap: 413, connection closing', async () => {
@@ -90,7 +91,7 @@ test('a chunked body that grows past the cap: 413, connection closing', async ()
   const r = await exchange('POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', [chunk(600), chunk(600)], { gapMs: 20, keepSending: true });
   assert.equal(statusOf(r.got), 413);
   assert.ok(closes(r.got), r.got);
-  assert.deepEqual(outcomes, [{ code: 'too_large', isBodyError: true }]);
+  assert.deepEqual(outcomes, [{ code: 'too_large', isBodyError: true, closes: true }]);
 });
 
 test('a body that trickles past its time: 408, connection closing', async () => {
@@ -101,7 +102,7 @@ test('a body that trickles past its time: 408, connection closing', async () => 
   assert.ok(closes(r.got), r.got);
   assert.match(r.got, /the body did not arrive within 0\.4 s$/);
   assert.ok(Date.now() - t0 >= TIMEOUT_MS, 'not before its time');
-  assert.deepEqual(outcomes, [{ code: 'too_slow', isBodyError: true }]);
+  assert.deepEqual(outcomes, [{ code: 'too_slow', isBodyError: true, closes: true }]);
 });
 
 test('a client gone mid-body: nothing answered, the reader says so once', async () => {
@@ -114,7 +115,7 @@ test('a client gone mid-body: nothing answered, the reader says so once', async 
   });
   // Past the body's time too: the timer was cleared, nothing more is reported.
   await new Promise((r) => setTimeout(r, TIMEOUT_MS + 200));
-  assert.deepEqual(outcomes, [{ code: GONE, isBodyError: true }]);
+  assert.deepEqual(outcomes, [{ code: GONE, isBodyError: true, closes: false }]);
 });
 
 test('utf8Of: text, or a typed 400 for bytes that are not UTF-8', () => {
