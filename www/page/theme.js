@@ -25,7 +25,7 @@ function chosen() {
 /** The theme in use: the host page's when embedded with one, else the learner's choice, else the system's. */
 export const currentTheme = () => hostTheme() ?? chosen() ?? (dark() ? 'dark' : 'light');
 
-/** Sets <html data-theme>: the stored choice, else the system's, followed as it changes. */
+/** Sets <html data-theme>: currentTheme()'s, the system's followed as it changes. */
 export function applyTheme() {
   const set = () => { document.documentElement.dataset.theme = currentTheme(); };
   set();

@@ -477,13 +477,14 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
     };
     const id = await store.addGrade(rec);
     if (!canScore) return { id, status: 'not_sent', why: rec.error };
-    background(sendGrade(id, { ...rec, sub: l.sub }, score, { retries: true, attemptsBefore: 0 }));
+    background(sendGrade({ id, ...rec }, { retries: true }));
     return { id, status: 'sending' };
   }
 
-  /** Sends grade `id` (`link`: the launch's fields lineItemFor reads), with retries until
-   *  the deadline (`retries`) or once (a sweep's); records what came of it. */
-  async function sendGrade(id, link, score, { retries, attemptsBefore }) {
+  /** Sends a grade as recorded (its id, score, and the link's fields lineItemFor reads),
+   *  with retries until the deadline (`retries`) or once (a sweep's); records what came of it. */
+  async function sendGrade({ id, score, ...link }, { retries }) {
+    const attemptsBefore = Number(link.attempts) || 0;
     let attempts = attemptsBefore;
     resending.add(id);
     try {
@@ -536,7 +537,7 @@ export function createLtiTool({ store, keys, baseUrl, labs, grade, now = () => D
         }
         if (tried >= lim.resendPerSweep) break;
         tried += 1;
-        await sendGrade(g.id, { ...g, sub: g.userId }, g.score, { retries: false, attemptsBefore: Number(g.attempts) || 0 });
+        await sendGrade(g, { retries: false });
       }
       return { tried, replaced };
     })().finally(() => { sweeping = null; });
