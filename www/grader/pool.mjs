@@ -19,16 +19,17 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
-import { isRoot, jailProblem, killUid, uidHasProcess } from './jail.mjs';
+import { isRoot, jailProblem, killUid, SANDBOX_UID_BASE, uidHasProcess, UIDS_PER_OWNER } from './jail.mjs';
 import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import {
-  codeCacheName, fits, KEY_FILE, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
+  codeCacheName, fits, KEY_FILE, labsOf, makeCodeCacheIn, makeSnapshotIn, nativesFit, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
 } from './snapshot.mjs';
-import { SANDBOX, sandboxCommand, tiersUp } from './sandbox_command.mjs';
+import { SANDBOX, sandboxCommand, tiersUp, zygoteCommand } from './sandbox_command.mjs';
 import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
 import { closeFd, spawnerOf } from './spawner_client.mjs';
+import { forkServerOf, NATIVES } from './fork_server.mjs';
 import { precheck } from './submissions.mjs';
 import { graderFiles, loadGrader } from '../host/node_host.mjs';
 import { firstLab } from '../host/engine.mjs';
@@ -113,6 +114,9 @@ function abortError() {
  * @param {number} [o.wallFactor] how many times its CPU limit a run may last on the clock
  *                               (default WALL_FACTOR)
  * @param {number} [o.memoryMb]  memory for one submission's Python (default 512)
+ * @param {boolean} [o.fork]     start a fork server for the sandboxes (fork_server.mjs; default
+ *                               true): worth its own start (about 0.4 s of CPU, once) only
+ *                               when the pool grades more files than it has slots
  * @param {boolean} [o.sandbox]  false: no bubblewrap (`--no-sandbox`); a process per
  *                               submission, its own uid under root, the rlimits (and
  *                               the permission model, which is no boundary) still hold
@@ -137,7 +141,7 @@ function abortError() {
  *                               made for this pool, with a warning
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR, lab: poolLab = null } = {}) {
+  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR, lab: poolLab = null, fork = true } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -153,6 +157,9 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
     threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0, threadStartFailures: 0,
+    // forked: sandboxes the fork server started (the rest of `spawned` were spawned);
+    // forkServer: '' while it serves, else why it does not (not yet up, none here).
+    forked: 0, forkServer: 'not started',
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -192,6 +199,33 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // and its sandboxes' processes not ended yet.
   const poolUids = new Set();
   const running = new Set();
+  // The fork server (fork_server.mjs): started once the snapshot is in place, when
+  // the build made its natives and the sandboxes are jailed; its sandboxes serve
+  // the labs that do not tier up (a long run such as the courier lab's pays its
+  // start many times over, and its optimizing tier needs V8's helper threads).
+  let natives = false;
+  let forkServer = null;
+  function startForkServer() {
+    if (!fork || !natives || !sandbox || sandboxScript !== SANDBOX || closed) return;
+    let block = null;
+    if (isRoot()) {
+      // The root of its user namespace: a uid of this process's block, its own for as
+      // long as the pool lives; the block's others are its children's, as the pool
+      // gives them (fork_server.mjs).
+      const root = takeUid();
+      if (root === null) return;
+      poolUids.add(root);
+      block = { root, base: SANDBOX_UID_BASE + process.pid * UIDS_PER_OWNER, count: UIDS_PER_OWNER };
+    }
+    const command = zygoteCommand({
+      memoryMb, snapshotFile, codeCacheFile: null, sharedCores, forkerFile: path.join(tmp, NATIVES.forker),
+      pipesDir: spawner.pipesDir,
+      userBlock: block && { nsrun: path.join(tmp, NATIVES.nsrun), ...block },
+    });
+    forkServer = forkServerOf({ spawner, command, block });
+    stats.forkServer = 'starting';
+    forkServer.ready.then((ok) => { stats.forkServer = ok ? '' : forkServer.why; });
+  }
 
   // The files every sandbox reads, read-only to them: the interpreter snapshot it
   // restores from (with its index of non-zero pages and the labs' learner sides),
@@ -232,6 +266,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       await makeSnapshotIn(tmp, labsOf(grader));
       snapshotMade = true;
     }
+    natives = nativesFit(snapshotDir) && copied(Object.values(NATIVES).map((f) => [f, path.join(tmp, f)]));
+    if (natives) fs.chmodSync(path.join(tmp, NATIVES.nsrun), 0o500);
     await Promise.all([false, true].map(async (tierUp) => {
       const name = codeCacheName(jobs, tierUp);
       if (snapshotMade || !fits(snapshotDir, graderDir, jobs, tierUp, key).codeCache || !copied([[name, path.join(tmp, name)]])) {
@@ -265,17 +301,20 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     // scan of /proc and an array of strings, well under a millisecond).
     let command;
     let uid = null;
+    let tierUp = true;
     if (startFault?.()) command = { cmd: '/nonexistent/delivery-lab-start-fault', args: [] };
     else if (isRoot() && (uid = takeUid()) === null) command = { cmd: '/nonexistent/no-free-sandbox-uid', args: [] };
     else {
       // Its flags for the lab it will most likely grade: the next queued submission's,
       // else the one running's, else the pool's (`lab`).
       const next = queue[0]?.lab ?? slot.job?.lab;
-      const tierUp = tiersUp(next ? labInfo(next) : poolLabInfo());
+      tierUp = tiersUp(next ? labInfo(next) : poolLabInfo());
       command = sandboxCommand({ ...commandOptions, tierUp, codeCacheFile: codeCacheFileOf(tierUp), uid });
     }
     if (uid !== null) poolUids.add(uid);
-    const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args, uid);
+    const fork = forkServer?.up() && !command.cmd.startsWith('/nonexistent/') && !tierUp;
+    if (fork) stats.forked++;
+    const { child, fdIn, fdOut } = fork ? forkServer.start(uid) : spawner.start(command.cmd, command.args, uid);
     const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
     child.jailed = sandbox;
     live.add(child);
@@ -614,6 +653,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const ready = (async () => {
     grader = new (await loadGrader({ dir: graderDir })).Grader();
     await Promise.all([makeSnapshot(), spawner.ready]);
+    startForkServer();
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0, threadFailures: 0, down: null, retryMs: 0, retryTimer: null };
       // Resolved by its first ready sandbox, rejected when sandboxes fail to start.
@@ -706,6 +746,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       }
       // Each sandbox's process reaps what it started (killTree), then the spawner it.
       for (let i = 0; i < 150 && running.size; i++) await new Promise((r) => setTimeout(r, 20));
+      await forkServer?.close();
       await spawner.close();
       // No process of any of its sandboxes' uids is left (the spawner has reaped its
       // children): each killed again, then free.

@@ -67,27 +67,28 @@ if (makeCodeCacheTo) {
 py.noInterrupts();
 
 if (zygote) {
-  // The fork server: nothing of a submission ever runs here. Each `fork` frame on
-  // its own pipes asks for a sandbox on the FIFO pair in `dir` (down, up), as
-  // `uid` (-1: this process's); it answers with the child's pid (in this jail's
-  // PID namespace). The child serves one submission, as a sandbox started alone.
+  // The fork server (fork_server.mjs): nothing of a submission ever runs here. Each
+  // `fork` frame on its own pipes asks for a sandbox on a FIFO pair (`down`, `up`),
+  // as `uid` of this jail's user namespace (-1: this process's), with `cpu_s` its
+  // limit of CPU (jail.mjs RLIMITS, which the zygote itself is not held to); the answer is the
+  // child's pid in this jail's PID namespace. forker.c reduces the child before it
+  // returns here; it then serves one submission as a sandbox started alone does.
   const { createRequire } = await import('node:module');
   const forker = createRequire(import.meta.url)(zygote);
-  const control = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD, { runCapBytes: Infinity });
+  const control = channel(SANDBOX_IN_FD, SANDBOX_OUT_FD);
   control.send({ t: 'ready' });
   for (;;) {
     let m;
     try { m = control.receive(); } catch { exit(0); }
-    if (m.t !== 'fork' || typeof m.dir !== 'string' || !Number.isInteger(m.uid)) exit(0);
-    const pid = forker.fork(m.uid);
-    if (pid === 0) {
-      fs.closeSync(SANDBOX_IN_FD);
-      fs.closeSync(SANDBOX_OUT_FD);
-      const down = fs.openSync(`${m.dir}/down`, fs.constants.O_RDONLY);
-      const up = fs.openSync(`${m.dir}/up`, fs.constants.O_WRONLY);
-      serve(channel(down, up));
-      exit(0);
+    if (m.t !== 'fork' || !Number.isInteger(m.uid) || typeof m.down !== 'string' || typeof m.up !== 'string' || !Number.isInteger(m.cpu_s)) exit(0);
+    let pid;
+    try {
+      pid = forker.fork(m.uid, m.down, m.up, m.cpu_s);
+    } catch (e) {
+      control.send({ t: 'failed', error: String(e.message).slice(0, 200) });
+      continue;
     }
+    if (pid === 0) break;
     control.send({ t: 'forked', pid });
   }
 }
