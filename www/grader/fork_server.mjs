@@ -119,11 +119,12 @@ class Forked extends EventEmitter {
  * A fork server started by `spawner` (spawner_client.mjs) with `command`
  * (sandbox_command.mjs zygoteCommand). `block`: { root, base, count }, its user
  * namespace's root and the pool's block of uids it maps (nsrun.c), from which the
- * pool gives each child its own; or null (not root: every child keeps the zygote's). Returns { ready (a promise: true
+ * pool gives each child its own; or null (not root: every child keeps the zygote's).
+ * `onDown(why)`: it stopped serving (its children die with it). Returns { ready (a promise: true
  * once it serves, false if it never will), up(), start(uid) -> { child, fdIn, fdOut },
  * cpuMs(), why }.
  */
-export function forkServerOf({ spawner, command, block = null }) {
+export function forkServerOf({ spawner, command, block = null, onDown = () => {} }) {
   const { child: zygote, fdIn, fdOut } = spawner.start(command.cmd, command.args, command.uid ?? null);
   const pending = [];   // callbacks for the zygote's answers, in order
   let up = false;
@@ -133,9 +134,11 @@ export function forkServerOf({ spawner, command, block = null }) {
   const ready = new Promise((resolve) => { resolveReady = resolve; });
   const down = (reason) => {
     if (!up && why) return;
+    const wasUp = up;
     up = false;
     why ||= reason;
     resolveReady(false);
+    if (wasUp) onDown(why);
     for (const p of pending.splice(0)) p({ t: 'failed', error: why });
     closeFd(fdIn);
     closeFd(fdOut);
@@ -300,5 +303,8 @@ export function buildNatives(dir) {
     const r = spawnSync('cc', args, { encoding: 'utf8' });
     if (r.status !== 0) return `cc failed: ${String(r.stderr || r.error).slice(0, 500)}`;
   }
+  // Read-only, as every file beside the snapshot.
+  fs.chmodSync(path.join(dir, NATIVES.forker), 0o444);
+  fs.chmodSync(path.join(dir, NATIVES.nsrun), 0o555);
   return '';
 }

@@ -45,6 +45,8 @@ export const RETRY_MS = Object.freeze({ firstMs: 1000, maxMs: 30_000 });
 // SQLite statement can run long in a single step of its machine, out of the store's
 // caps) is terminated and replaced: no submission holds a slot past its limit.
 export const THREAD_GRACE_MS = 2000;
+/** How many times a pool starts its fork server again after it stopped serving. */
+export const FORK_SERVER_RESTARTS = 5;
 const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for Node itself
 /**
  * The CLI's limit is CPU time: the sandbox's processes plus what its grading thread
@@ -159,7 +161,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0, threadStartFailures: 0,
     // forked: sandboxes the fork server started (the rest of `spawned` were spawned);
     // forkServer: '' while it serves, else why it does not (not yet up, none here).
-    forked: 0, forkServer: 'not started',
+    forked: 0, forkServer: 'not started', forkServerRestarts: 0,
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -198,6 +200,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // The uids this pool's sandboxes hold (all of them free again once it is closed),
   // and its sandboxes' processes not ended yet.
   const poolUids = new Set();
+  // The fork server's own uid (its zygote's; no learner code runs as it), freed with the pool.
+  const serverUids = new Set();
   const running = new Set();
   // The fork server (fork_server.mjs): started once the snapshot is in place, when
   // the build made its natives and the sandboxes are jailed; its sandboxes serve
@@ -214,7 +218,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       // gives them (fork_server.mjs).
       const root = takeUid();
       if (root === null) return;
-      poolUids.add(root);
+      serverUids.add(root);
       block = { root, base: SANDBOX_UID_BASE + process.pid * UIDS_PER_OWNER, count: UIDS_PER_OWNER };
     }
     const command = zygoteCommand({
@@ -222,9 +226,32 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       pipesDir: spawner.pipesDir,
       userBlock: block && { nsrun: path.join(tmp, NATIVES.nsrun), ...block },
     });
-    forkServer = forkServerOf({ spawner, command, block });
+    // A zygote that dies takes its children with it: a ready spare it forked is
+    // replaced now by a spawned one, never handed a submission.
+    // Another is started a second later, FORK_SERVER_RESTARTS times at most; meanwhile,
+    // and after, sandboxes are spawned.
+    const onDown = (old, why) => {
+      stats.forkServer = why;
+      for (const slot of slots) {
+        const sb = slot.spare;
+        if (sb?.forked && !slot.job && !closed) {
+          slot.spare = null;
+          discard(sb);
+          spawnSandbox(slot);
+        }
+      }
+      old.close().then(() => {
+        for (const uid of serverUids) releaseUid(uid);
+        serverUids.clear();
+        if (closed || stats.forkServerRestarts >= FORK_SERVER_RESTARTS) return;
+        stats.forkServerRestarts++;
+        setTimeout(() => { if (!closed && forkServer === old) startForkServer(); }, 1000).unref?.();
+      });
+    };
+    const server = forkServerOf({ spawner, command, block, onDown: (why) => onDown(server, why) });
+    forkServer = server;
     stats.forkServer = 'starting';
-    forkServer.ready.then((ok) => { stats.forkServer = ok ? '' : forkServer.why; });
+    server.ready.then((ok) => { if (forkServer === server) stats.forkServer = ok ? '' : server.why; });
   }
 
   // The files every sandbox reads, read-only to them: the interpreter snapshot it
@@ -315,7 +342,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     const fork = forkServer?.up() && !command.cmd.startsWith('/nonexistent/') && !tierUp;
     if (fork) stats.forked++;
     const { child, fdIn, fdOut } = fork ? forkServer.start(uid) : spawner.start(command.cmd, command.args, uid);
-    const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
+    const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0, forked: Boolean(fork) };
     child.jailed = sandbox;
     live.add(child);
     running.add(child);
@@ -750,10 +777,12 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       await spawner.close();
       // No process of any of its sandboxes' uids is left (the spawner has reaped its
       // children): each killed again, then free.
-      for (const uid of poolUids) killUid(uid);
-      for (let i = 0; i < 100 && [...poolUids].some(uidHasProcess); i++) await new Promise((r) => setTimeout(r, 20));
-      for (const uid of poolUids) releaseUid(uid);
+      const uids = [...poolUids, ...serverUids];
+      for (const uid of uids) killUid(uid);
+      for (let i = 0; i < 100 && uids.some(uidHasProcess); i++) await new Promise((r) => setTimeout(r, 20));
+      for (const uid of uids) releaseUid(uid);
       poolUids.clear();
+      serverUids.clear();
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };

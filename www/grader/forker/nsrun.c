@@ -46,6 +46,9 @@ int main(int argc, char **argv) {
   // wait for) is reaped here, not left to an init that may not reap. Before the
   // fork: only processes forked after it look for this reaper.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Killed with what started it (the pool's spawner), as its child is with it.
+  pid_t starter = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != starter) return 3;
   pid_t pid = fork();
   if (pid < 0) return 3;
   if (pid == 0) {
