@@ -92,7 +92,7 @@ class Forked extends EventEmitter {
   pid = undefined;
   exitCode = null;
   signalCode = null;
-  jailed = true;
+  jailed = false;   // the process itself, no bubblewrap of its own: killTree kills it at once
   stderr = new EventEmitter();
   startTime = null;
   pendingKill = null;

@@ -343,7 +343,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     if (fork) stats.forked++;
     const { child, fdIn, fdOut } = fork ? forkServer.start(uid) : spawner.start(command.cmd, command.args, uid);
     const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0, forked: Boolean(fork) };
-    child.jailed = sandbox;
+    // A forked sandbox is the process itself (its jail is its zygote's): killed at once.
+    child.jailed = sandbox && !fork;
     live.add(child);
     running.add(child);
     child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });

@@ -211,6 +211,30 @@ test('the spawner killed: the zygote and every sandbox it forked go with it, and
   }
 });
 
+test('a forked sandbox stopped at the limit ends at once: its thread is not replaced, and the report is a spawned sandbox\'s', LIMIT, async () => {
+  const loop = fs.readFileSync(new URL('hostile/loop_swallows_interrupt.py', import.meta.url), 'utf8');
+  const reports = {};
+  for (const fork of [true, false]) {
+    const pool = createGradingPool({ jobs: 1, timeoutS: 3, fork, onWarning: () => {} });
+    try {
+      await pool.ready;
+      if (fork) {
+        await until('the fork server serves', () => pool.stats.forkServer === '');
+        await pool.grade({ source: REFERENCE });   // the spare after it is forked
+      }
+      const forked = pool.stats.forked;
+      reports[fork] = await pool.grade({ source: loop, seed: 1, hidden: { seed: 5, statuses: 'each' } });
+      if (fork) assert.equal(pool.stats.forked, forked + 1, 'a forked sandbox graded it (and its spare was forked)');
+      assert.equal(pool.stats.threadsHung, 0, 'no grading thread waited past the stop');
+    } finally {
+      await pool.close();
+    }
+  }
+  const strip = (l) => ({ ...l, duration_ms: 0 });
+  assert.deepEqual(strip(reports.true), strip(reports.false));
+  assert.match(reports.true.tests[0].message, /^Step 1 of 1/);
+});
+
 async function until(what, cond, ms = 30_000) {
   const end = performance.now() + ms;
   while (!(await cond())) {
