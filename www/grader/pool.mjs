@@ -210,21 +210,21 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   let natives = false;
   let forkServer = null;
   function startForkServer() {
-    if (!fork || !natives || !sandbox || sandboxScript !== SANDBOX || closed) return;
-    let block = null;
-    if (isRoot()) {
-      // The root of its user namespace: a uid of this process's block, its own for as
-      // long as the pool lives; the block's others are its children's, as the pool
-      // gives them (fork_server.mjs).
-      const root = takeUid();
-      if (root === null) return;
-      serverUids.add(root);
-      block = { root, base: SANDBOX_UID_BASE + process.pid * UIDS_PER_OWNER, count: UIDS_PER_OWNER };
-    }
+    // Only under root, where each forked sandbox gets a uid of its own: forked
+    // sandboxes share their zygote's PID namespace, so with one uid for all they
+    // could signal each other (spawned ones each have a namespace of their own).
+    if (!fork || !natives || !sandbox || sandboxScript !== SANDBOX || closed || !isRoot()) return;
+    // The root of its user namespace: a uid of this process's block, its own for as
+    // long as the pool lives; the block's others are its children's, as the pool
+    // gives them (fork_server.mjs).
+    const root = takeUid();
+    if (root === null) return;
+    serverUids.add(root);
+    const block = { root, base: SANDBOX_UID_BASE + process.pid * UIDS_PER_OWNER, count: UIDS_PER_OWNER };
     const command = zygoteCommand({
       memoryMb, snapshotFile, codeCacheFile: null, sharedCores, forkerFile: path.join(tmp, NATIVES.forker),
       pipesDir: spawner.pipesDir,
-      userBlock: block && { nsrun: path.join(tmp, NATIVES.nsrun), ...block },
+      userBlock: { nsrun: path.join(tmp, NATIVES.nsrun), ...block },
     });
     // A zygote that dies takes its children with it: a ready spare it forked is
     // replaced now by a spawned one, never handed a submission.

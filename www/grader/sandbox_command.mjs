@@ -84,10 +84,9 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
  * lab that does not tier up, plus the addon that forks (forker.c, which it may
  * load: --allow-addons; the only addon it can read) and the folder of its
  * children's FIFO pairs (read-only: it opens each pair, made for it by the
- * coordinator). Under root its jail is made in a user namespace mapping the uid
- * block `userBlock` ({ nsrun, base, count }; nsrun.c), whose root it is, so that it
- * can give each child a uid of its own; else bubblewrap's own, every child as the
- * invoking user (as every sandbox then). `--single-threaded`: V8 posts no work to
+ * coordinator). Under root only: its jail is made in a user namespace mapping the
+ * uid block `userBlock` ({ nsrun, root, base, count }; nsrun.c), whose root it is,
+ * so that it can give each child a uid of its own. `--single-threaded`: V8 posts no work to
  * helper threads, which a forked child would not have. Returns { cmd, args, uid }.
  */
 export function zygoteCommand({ memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, forkerFile, pipesDir, userBlock = null }) {
@@ -104,5 +103,5 @@ export function zygoteCommand({ memoryMb = 512, snapshotFile, codeCacheFile, sha
   ];
   // No limit of CPU for the zygote, which lives for many children: each child gets
   // RLIMITS.cpu of its own (forker.c).
-  return jailCommand(argv, [...reads, pipesDir], { rlimits: { cpu: 'unlimited' }, ...(isRoot() ? { userBlock } : {}) });
+  return jailCommand(argv, [...reads, pipesDir], { rlimits: { cpu: 'unlimited' }, userBlock });
 }
