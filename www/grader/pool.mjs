@@ -757,6 +757,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     unavailable: () => slots.length > 0 && slots.every((s) => s.down),
     /** The spawner's CPU so far, in ms: the coordinator's share that is not its own process's. */
     spawnerCpuMs: () => spawner.cpuMs(),
+    /** The fork server's zygote's CPU so far, in ms (its start included): the coordinator's share too. */
+    forkServerCpuMs: () => forkServer?.cpuMs() ?? 0,
     async close() {
       closed = true;
       for (const job of queue.splice(0)) job.reject(new Error('the grading pool was closed'));
