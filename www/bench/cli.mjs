@@ -48,7 +48,8 @@ for (const jobs of [1, 2]) {
   const lines = await Promise.all(subs.map(([, source]) => pool.grade({ source })));
   const wall = (performance.now() - t) / 1000;
   const cpu = process.cpuUsage(cpu0);
-  const coordCpu = (cpu.user + cpu.system) / 1e6 + (pool.spawnerCpuMs() - spawner0) / 1000;
+  // The spawner's CPU and the fork server's zygote's (its own start included) are the coordinator's share.
+  const coordCpu = (cpu.user + cpu.system) / 1e6 + (pool.spawnerCpuMs() - spawner0 + pool.forkServerCpuMs()) / 1000;
   clearInterval(sampler);
   await pool.close();
   const lat = lines.filter((l) => l.duration_ms > 0).map((l) => l.duration_ms);
@@ -58,8 +59,8 @@ for (const jobs of [1, 2]) {
   console.log(`--jobs ${jobs}: ${(N / wall).toFixed(1)} submissions/s (${(N / wall / jobs).toFixed(1)} per core), `
     + `${wall.toFixed(1)} s for ${N}; latency p50 ${pct(lat, 50)} ms, p95 ${pct(lat, 95)} ms; `
     + `startup ${(startMs / 1000).toFixed(1)} s; peak memory ${peak.toFixed(0)} MB (coordinator + sandboxes); `
-    + `sandboxes started ${st.spawned}; ${JSON.stringify(counts)}`);
-  console.log(`  CPU per submission: sandbox start ${perSub(st.bootCpuMs, st.booted)} ms (fresh Node + Pyodide restore), `
+    + `sandboxes started ${st.spawned} (${st.forked} forked); ${JSON.stringify(counts)}`);
+  console.log(`  CPU per submission: sandbox start ${perSub(st.bootCpuMs, st.booted)} ms (spawned: a fresh Node, Pyodide restored; forked: a copy of the zygote), `
     + `sandbox run ${perSub(st.runCpuMs, st.booted)} ms, coordinator ${perSub(coordCpu * 1000, N)} ms (grader, worlds, pipes; `
     + `pre-checked submissions need no sandbox: ${N - st.booted} of ${N})`);
 }

@@ -93,7 +93,11 @@ if (o.out) fs.mkdirSync(o.out, { recursive: true });
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
 let pool;
 try {
-  pool = createGradingPool({ jobs: Math.min(o.jobs, files.length), timeoutS: o.timeout ?? undefined, memoryMb: o.memory, sandbox: o.sandbox, lab: o.lab ?? null });
+  // A fork server pays for its own start only when there are more files than slots.
+  pool = createGradingPool({
+    jobs: Math.min(o.jobs, files.length), timeoutS: o.timeout ?? undefined, memoryMb: o.memory, sandbox: o.sandbox, lab: o.lab ?? null,
+    fork: files.length > Math.min(o.jobs, files.length),
+  });
   await pool.ready;
 } catch (e) {
   process.stderr.write(`grade: the grader could not start: ${e.message}\n`);

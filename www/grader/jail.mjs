@@ -118,7 +118,7 @@ const TOOLS = { bwrap: 'bubblewrap', prlimit: 'util-linux', setpriv: 'util-linux
  * namespaces): the uid and the rlimits still hold. `rlimits` overrides some of
  * RLIMITS (the pool's trusted steps, which write files). Returns { cmd, args, uid }.
  */
-export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits = {} } = {}) {
+export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits = {}, userBlock = null } = {}) {
   const limits = Object.entries({ ...RLIMITS, ...rlimits }).map(([k, v]) => `--${k}=${v}:${v}`);
   const binds = [];
   // /usr holds node and the libraries it links; on a merged-/usr system /lib and
@@ -133,9 +133,19 @@ export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits
   // A Node outside /usr (./lab's, from the lockfile: use_node) is one file.
   if (argv[0] === process.execPath && !process.execPath.startsWith('/usr/')) binds.push('--ro-bind', argv[0], argv[0]);
   for (const p of readPaths) binds.push('--ro-bind', p, p);
+  // A fork server's zygote (userBlock, under root): bubblewrap runs as root of the
+  // user namespace nsrun made (its block of uids), keeps only the capabilities to
+  // give its children those uids, and makes the other namespaces there.
+  // It is the namespace's first process itself (--as-pid-1), which bubblewrap's
+  // outer process waits for: with an init of bubblewrap's own between them, that
+  // init was left a zombie to the host's init when the zygote ended. As PID 1 it
+  // also takes no signal from its children that it does not handle.
+  const user = userBlock
+    ? ['--uid', '0', '--gid', '0', '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--as-pid-1']
+    : ['--unshare-user'];
   const jail = [
     which('bwrap') ?? 'bwrap',
-    '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+    ...user, '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     '--die-with-parent', '--new-session', '--clearenv',
     ...binds,
     '--proc', '/proc', '--dev', '/dev',
@@ -144,6 +154,11 @@ export function jailCommand(argv, readPaths, { uid = null, bwrap = true, rlimits
     '--', ...argv,
   ];
   const prlimit = [which('prlimit') ?? 'prlimit', ...limits, '--'];
+  if (userBlock) {
+    if (!isRoot() || !bwrap) throw new Error('jailCommand: a user block needs root and bubblewrap');
+    const { nsrun, root, base, count } = userBlock;
+    return { cmd: nsrun, args: [String(root), String(base), String(count), ...prlimit, ...jail], uid: root };
+  }
   if (isRoot() && !(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE)) {
     throw new Error('jailCommand: under root a sandbox needs a uid of its own (sandboxUid())');
   }

@@ -39,7 +39,7 @@ const GRADER_FILES = [
   'grader/platform.mjs', 'grader/pool.mjs', 'grader/output.mjs', 'grader/sandbox_command.mjs', 'grader/sandbox_procs.mjs',
   'grader/spawner_client.mjs', 'grader/submissions.mjs', 'grader/frames.mjs', 'grader/jail.mjs', 'grader/procfs.mjs', 'grader/python.mjs',
   'grader/wasm_memcap.mjs', 'grader/sandbox.mjs', 'grader/spawner.mjs', 'grader/grader_thread.mjs', 'grader/hidden.mjs', 'grader/args.mjs', 'grader/formats.mjs',
-  'grader/snapshot.mjs', 'grader/place.mjs',
+  'grader/snapshot.mjs', 'grader/place.mjs', 'grader/fork_server.mjs', 'grader/forker/forker.c', 'grader/forker/nsrun.c',
   'host/engine.mjs', 'host/node_host.mjs', 'host/solution_runner.py', 'pkg/delivery_lab.js', 'pkg/delivery_lab_bg.wasm',
 ];
 const PYODIDE = 'node_modules/pyodide';

@@ -270,7 +270,8 @@ try {
 const limitS = lab.time_limit_s * CLI_LIMIT_FACTOR;
 const timeoutS = o.deadline ? Math.min(limitS, o.deadline - DEADLINE_RESERVE_S) : limitS;
 const onWarning = (m) => process.stderr.write(`platform: ${m}\n`);
-const newPool = (sandbox) => createGradingPool({ jobs: 1, timeoutS, sandbox, onWarning, lab: lab.id, ...(o.deadline ? { wallFactor: 1 } : {}) });
+// One submission per run: a fork server would not pay for its own start.
+const newPool = (sandbox) => createGradingPool({ jobs: 1, timeoutS, sandbox, onWarning, lab: lab.id, fork: false, ...(o.deadline ? { wallFactor: 1 } : {}) });
 
 if (o.selfCheck) {
   const sandbox = walls(o, { refuse: (why) => { process.stderr.write(`platform: refused: ${why}\n`); process.exit(1); } });

@@ -19,16 +19,17 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ENDED, JOB } from './frames.mjs';
 import { ENGINE_FORMATS as FORMATS } from './formats.mjs';
-import { isRoot, jailProblem, killUid, uidHasProcess } from './jail.mjs';
+import { isRoot, jailProblem, killUid, SANDBOX_UID_BASE, uidHasProcess, UIDS_PER_OWNER } from './jail.mjs';
 import { jsonLine } from './output.mjs';
 import { cpuMsOf, treeCpuMs, treeOf, treeRss } from './procfs.mjs';
 import { labsFileOf, runsFileOf } from './python.mjs';
 import {
-  codeCacheName, fits, KEY_FILE, labsOf, makeCodeCacheIn, makeSnapshotIn, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
+  codeCacheName, fits, KEY_FILE, labsOf, makeCodeCacheIn, makeSnapshotIn, nativesFit, SNAPSHOT_DIR, SNAPSHOT_NAME, snapshotFiles, snapshotKey,
 } from './snapshot.mjs';
-import { SANDBOX, sandboxCommand, tiersUp } from './sandbox_command.mjs';
+import { SANDBOX, sandboxCommand, tiersUp, zygoteCommand } from './sandbox_command.mjs';
 import { killTree, live, releaseUid, takeUid } from './sandbox_procs.mjs';
 import { closeFd, spawnerOf } from './spawner_client.mjs';
+import { forkServerOf, NATIVES } from './fork_server.mjs';
 import { precheck } from './submissions.mjs';
 import { graderFiles, loadGrader } from '../host/node_host.mjs';
 import { firstLab } from '../host/engine.mjs';
@@ -44,6 +45,8 @@ export const RETRY_MS = Object.freeze({ firstMs: 1000, maxMs: 30_000 });
 // SQLite statement can run long in a single step of its machine, out of the store's
 // caps) is terminated and replaced: no submission holds a slot past its limit.
 export const THREAD_GRACE_MS = 2000;
+/** How many times a pool starts its fork server again after it stopped serving. */
+export const FORK_SERVER_RESTARTS = 5;
 const MEMORY_SLACK_MB = 512;       // over --memory, the RSS watch's margin for Node itself
 /**
  * The CLI's limit is CPU time: the sandbox's processes plus what its grading thread
@@ -113,6 +116,9 @@ function abortError() {
  * @param {number} [o.wallFactor] how many times its CPU limit a run may last on the clock
  *                               (default WALL_FACTOR)
  * @param {number} [o.memoryMb]  memory for one submission's Python (default 512)
+ * @param {boolean} [o.fork]     start a fork server for the sandboxes (fork_server.mjs; default
+ *                               true): worth its own start (about 0.4 s of CPU, once) only
+ *                               when the pool grades more files than it has slots
  * @param {boolean} [o.sandbox]  false: no bubblewrap (`--no-sandbox`); a process per
  *                               submission, its own uid under root, the rlimits (and
  *                               the permission model, which is no boundary) still hold
@@ -137,7 +143,7 @@ function abortError() {
  *                               made for this pool, with a warning
  */
 export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox = true, sandboxScript = SANDBOX, onWarning, bootLimitS = BOOT_LIMIT_S, wallFactor = WALL_FACTOR,
-  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR, lab: poolLab = null } = {}) {
+  retryMs = RETRY_MS, startFault = null, threadFault = null, pkgDir = null, snapshotDir = SNAPSHOT_DIR, lab: poolLab = null, fork = true } = {}) {
   const warn = onWarning || ((m) => process.stderr.write(`grade: warning: ${m}\n`));
   jobs = Math.max(1, jobs);
   const queue = [];
@@ -153,6 +159,9 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const stats = {
     spawned: 0, graded: 0, bootCpuMs: 0, runCpuMs: 0, booted: 0, peakRssMb: 0, interfered: 0, stoppedByCpu: 0, stoppedByClock: 0,
     threadsStarted: 0, storeReuses: 0, threadsHung: 0, startFailures: 0, threadStartFailures: 0,
+    // forked: sandboxes the fork server started (the rest of `spawned` were spawned);
+    // forkServer: '' while it serves, else why it does not (not yet up, none here).
+    forked: 0, forkServer: 'not started', forkServerRestarts: 0,
   };
 
   const problem = sandbox ? jailProblem() : '';
@@ -191,7 +200,59 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   // The uids this pool's sandboxes hold (all of them free again once it is closed),
   // and its sandboxes' processes not ended yet.
   const poolUids = new Set();
+  // The fork server's own uid (its zygote's; no learner code runs as it), freed with the pool.
+  const serverUids = new Set();
   const running = new Set();
+  // The fork server (fork_server.mjs): started once the snapshot is in place, when
+  // the build made its natives and the sandboxes are jailed; its sandboxes serve
+  // the labs that do not tier up (a long run such as the courier lab's pays its
+  // start many times over, and its optimizing tier needs V8's helper threads).
+  let natives = false;
+  let forkServer = null;
+  function startForkServer() {
+    // Only under root, where each forked sandbox gets a uid of its own: forked
+    // sandboxes share their zygote's PID namespace, so with one uid for all they
+    // could signal each other (spawned ones each have a namespace of their own).
+    if (!fork || !natives || !sandbox || sandboxScript !== SANDBOX || closed || !isRoot()) return;
+    // The root of its user namespace: a uid of this process's block, its own for as
+    // long as the pool lives; the block's others are its children's, as the pool
+    // gives them (fork_server.mjs).
+    const root = takeUid();
+    if (root === null) return;
+    serverUids.add(root);
+    const block = { root, base: SANDBOX_UID_BASE + process.pid * UIDS_PER_OWNER, count: UIDS_PER_OWNER };
+    const command = zygoteCommand({
+      memoryMb, snapshotFile, codeCacheFile: null, sharedCores, forkerFile: path.join(tmp, NATIVES.forker),
+      pipesDir: spawner.pipesDir,
+      userBlock: { nsrun: path.join(tmp, NATIVES.nsrun), ...block },
+    });
+    // A zygote that dies takes its children with it: a ready spare it forked is
+    // replaced now by a spawned one, never handed a submission.
+    // Another is started a second later, FORK_SERVER_RESTARTS times at most; meanwhile,
+    // and after, sandboxes are spawned.
+    const onDown = (old, why) => {
+      stats.forkServer = why;
+      for (const slot of slots) {
+        const sb = slot.spare;
+        if (sb?.forked && !slot.job && !closed) {
+          slot.spare = null;
+          discard(sb);
+          spawnSandbox(slot);
+        }
+      }
+      old.close().then(() => {
+        for (const uid of serverUids) releaseUid(uid);
+        serverUids.clear();
+        if (closed || stats.forkServerRestarts >= FORK_SERVER_RESTARTS) return;
+        stats.forkServerRestarts++;
+        setTimeout(() => { if (!closed && forkServer === old) startForkServer(); }, 1000).unref?.();
+      });
+    };
+    const server = forkServerOf({ spawner, command, block, onDown: (why) => onDown(server, why) });
+    forkServer = server;
+    stats.forkServer = 'starting';
+    server.ready.then((ok) => { if (forkServer === server) stats.forkServer = ok ? '' : server.why; });
+  }
 
   // The files every sandbox reads, read-only to them: the interpreter snapshot it
   // restores from (with its index of non-zero pages and the labs' learner sides),
@@ -232,6 +293,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       await makeSnapshotIn(tmp, labsOf(grader));
       snapshotMade = true;
     }
+    natives = nativesFit(snapshotDir) && copied(Object.values(NATIVES).map((f) => [f, path.join(tmp, f)]));
+    if (natives) fs.chmodSync(path.join(tmp, NATIVES.nsrun), 0o500);
     await Promise.all([false, true].map(async (tierUp) => {
       const name = codeCacheName(jobs, tierUp);
       if (snapshotMade || !fits(snapshotDir, graderDir, jobs, tierUp, key).codeCache || !copied([[name, path.join(tmp, name)]])) {
@@ -265,19 +328,23 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     // scan of /proc and an array of strings, well under a millisecond).
     let command;
     let uid = null;
+    let tierUp = true;
     if (startFault?.()) command = { cmd: '/nonexistent/delivery-lab-start-fault', args: [] };
     else if (isRoot() && (uid = takeUid()) === null) command = { cmd: '/nonexistent/no-free-sandbox-uid', args: [] };
     else {
       // Its flags for the lab it will most likely grade: the next queued submission's,
       // else the one running's, else the pool's (`lab`).
       const next = queue[0]?.lab ?? slot.job?.lab;
-      const tierUp = tiersUp(next ? labInfo(next) : poolLabInfo());
+      tierUp = tiersUp(next ? labInfo(next) : poolLabInfo());
       command = sandboxCommand({ ...commandOptions, tierUp, codeCacheFile: codeCacheFileOf(tierUp), uid });
     }
     if (uid !== null) poolUids.add(uid);
-    const { child, fdIn, fdOut } = spawner.start(command.cmd, command.args, uid);
-    const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0 };
-    child.jailed = sandbox;
+    const fork = forkServer?.up() && !command.cmd.startsWith('/nonexistent/') && !tierUp;
+    if (fork) stats.forked++;
+    const { child, fdIn, fdOut } = fork ? forkServer.start(uid) : spawner.start(command.cmd, command.args, uid);
+    const sb = { sid: nextSid++, uid, child, fdIn, fdOut, ready: false, stderr: '', bootCpuMs: 0, forked: Boolean(fork) };
+    // A forked sandbox is the process itself (its jail is its zygote's): killed at once.
+    child.jailed = sandbox && !fork;
     live.add(child);
     running.add(child);
     child.stderr.on('data', (d) => { if (sb.stderr.length < 8000) sb.stderr += d.toString('utf8', 0, 8000); });
@@ -614,6 +681,7 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
   const ready = (async () => {
     grader = new (await loadGrader({ dir: graderDir })).Grader();
     await Promise.all([makeSnapshot(), spawner.ready]);
+    startForkServer();
     for (let i = 0; i < jobs; i++) {
       const slot = { thread: null, spare: null, job: null, bootFailures: 0, threadFailures: 0, down: null, retryMs: 0, retryTimer: null };
       // Resolved by its first ready sandbox, rejected when sandboxes fail to start.
@@ -689,6 +757,8 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
     unavailable: () => slots.length > 0 && slots.every((s) => s.down),
     /** The spawner's CPU so far, in ms: the coordinator's share that is not its own process's. */
     spawnerCpuMs: () => spawner.cpuMs(),
+    /** The fork server's zygote's CPU so far, in ms (its start included): the coordinator's share too. */
+    forkServerCpuMs: () => forkServer?.cpuMs() ?? 0,
     async close() {
       closed = true;
       for (const job of queue.splice(0)) job.reject(new Error('the grading pool was closed'));
@@ -706,13 +776,16 @@ export function createGradingPool({ jobs = 1, timeoutS, memoryMb = 512, sandbox 
       }
       // Each sandbox's process reaps what it started (killTree), then the spawner it.
       for (let i = 0; i < 150 && running.size; i++) await new Promise((r) => setTimeout(r, 20));
+      await forkServer?.close();
       await spawner.close();
       // No process of any of its sandboxes' uids is left (the spawner has reaped its
       // children): each killed again, then free.
-      for (const uid of poolUids) killUid(uid);
-      for (let i = 0; i < 100 && [...poolUids].some(uidHasProcess); i++) await new Promise((r) => setTimeout(r, 20));
-      for (const uid of poolUids) releaseUid(uid);
+      const uids = [...poolUids, ...serverUids];
+      for (const uid of uids) killUid(uid);
+      for (let i = 0; i < 100 && uids.some(uidHasProcess); i++) await new Promise((r) => setTimeout(r, 20));
+      for (const uid of uids) releaseUid(uid);
       poolUids.clear();
+      serverUids.clear();
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };

@@ -78,3 +78,30 @@ export function sandboxCommand({ script = SANDBOX, memoryMb = 512, snapshotFile,
   if (!jailed && !isRoot() && jailProblem({ bwrap: false })) return { cmd: argv[0], args: argv.slice(1), uid: null };
   return jailCommand(argv, reads, { uid: uid ?? (isRoot() ? sandboxUid() : null), bwrap: jailed });
 }
+
+/**
+ * The command line of a fork server's zygote (fork_server.mjs): a sandbox's, for a
+ * lab that does not tier up, plus the addon that forks (forker.c, which it may
+ * load: --allow-addons; the only addon it can read) and the folder of its
+ * children's FIFO pairs (read-only: it opens each pair, made for it by the
+ * coordinator). Under root only: its jail is made in a user namespace mapping the
+ * uid block `userBlock` ({ nsrun, root, base, count }; nsrun.c), whose root it is,
+ * so that it can give each child a uid of its own. `--single-threaded`: V8 posts no work to
+ * helper threads, which a forked child would not have. Returns { cmd, args, uid }.
+ */
+export function zygoteCommand({ memoryMb = 512, snapshotFile, codeCacheFile, sharedCores = false, forkerFile, pipesDir, userBlock = null }) {
+  const files = [snapshotFile, runsFileOf(snapshotFile), labsFileOf(snapshotFile), forkerFile, ...(codeCacheFile ? [codeCacheFile] : [])];
+  const reads = [...SANDBOX_READS, ...files];
+  const argv = [
+    process.execPath,
+    PERMISSION_FLAG,
+    '--allow-addons',
+    ...reads.map((p) => `--allow-fs-read=${p}${p.endsWith('pyodide') ? '/*' : ''}`),
+    ...sandboxNodeFlags(sharedCores, false),
+    '--single-threaded',
+    SANDBOX, '--zygote', forkerFile, String(memoryMb), snapshotFile, ...(codeCacheFile ? [codeCacheFile] : []),
+  ];
+  // No limit of CPU for the zygote, which lives for many children: each child gets
+  // RLIMITS.cpu of its own (forker.c).
+  return jailCommand(argv, [...reads, pipesDir], { rlimits: { cpu: 'unlimited' }, userBlock });
+}

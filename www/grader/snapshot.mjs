@@ -30,6 +30,7 @@ import { isRoot, jailCommand, PERMISSION_FLAG } from './jail.mjs';
 import { labsFileOf, PYODIDE_DIR, runsFileOf } from './python.mjs';
 import { SANDBOX, sandboxNodeFlags } from './sandbox_command.mjs';
 import { releaseUid, takeUid } from './sandbox_procs.mjs';
+import { buildNatives, NATIVES, nativesKey } from './fork_server.mjs';
 import { graderFiles } from '../host/node_host.mjs';
 
 const WWW = fileURLToPath(new URL('../', import.meta.url));
@@ -146,6 +147,16 @@ export function makeFiles(dir, outs, flags, args, what) {
   });
 }
 
+/** Whether `dir` holds the fork server's natives made from today's sources and Node. */
+export function nativesFit(dir) {
+  try {
+    const built = JSON.parse(fs.readFileSync(path.join(dir, KEY_FILE), 'utf8'));
+    return built.natives === nativesKey() && Object.values(NATIVES).every((f) => fs.existsSync(path.join(dir, f)));
+  } catch {
+    return false;
+  }
+}
+
 /** The labs' learner sides as the grader lists them (a lab's store is never a sandbox's). */
 export const labsOf = (grader) => JSON.parse(grader.labs()).map(({ id }) => ({ id, bridge_py: JSON.parse(grader.lab(id)).bridge_py }));
 
@@ -165,8 +176,17 @@ export async function makeCodeCacheIn(dir, jobs, tierUp = false) {
 /** Whether `dir` holds the snapshot and every code cache of the grader in `graderDir`. */
 export const complete = (dir, graderDir = null) => {
   const key = snapshotKey(graderDir);
-  return FLAVOURS.every(({ jobs, tierUp }) => fits(dir, graderDir, jobs, tierUp, key).codeCache);
+  return FLAVOURS.every(({ jobs, tierUp }) => fits(dir, graderDir, jobs, tierUp, key).codeCache) && nativesCurrent(dir);
 };
+
+/** Whether the fork server's natives in `dir` are today's, or the build could not make any. */
+function nativesCurrent(dir) {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(dir, KEY_FILE), 'utf8')).natives === null || nativesFit(dir);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The build's step: the snapshot and both code caches of the grader in `graderDir`
@@ -186,7 +206,11 @@ export async function buildSnapshot(dir = SNAPSHOT_DIR, graderDir = null) {
       await makeCodeCacheIn(tmp, jobs, tierUp);
       codeCaches[codeCacheName(jobs, tierUp)] = codeCacheKey(key, jobs, tierUp);
     }
-    fs.writeFileSync(path.join(tmp, KEY_FILE), `${JSON.stringify({ snapshot: key, codeCaches, node: process.version }, null, 2)}\n`, { mode: 0o444 });
+    // The fork server's natives (fork_server.mjs): none when this machine cannot make them.
+    const nativesWhy = buildNatives(tmp);
+    const natives = nativesWhy ? null : nativesKey();
+    if (nativesWhy) console.error(`snapshot: sandboxes will start by spawn, not by fork: ${nativesWhy}`);
+    fs.writeFileSync(path.join(tmp, KEY_FILE), `${JSON.stringify({ snapshot: key, codeCaches, natives, node: process.version }, null, 2)}\n`, { mode: 0o444 });
   } catch (e) {
     fs.rmSync(tmp, { recursive: true, force: true });
     throw e;
@@ -199,7 +223,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const [what, dir = SNAPSHOT_DIR] = process.argv.slice(2);
   if (what === 'check') {
     if (complete(dir)) process.exit(0);
-    const why = FLAVOURS.map(({ jobs, tierUp }) => fits(dir, null, jobs, tierUp).why).find(Boolean);
+    const why = FLAVOURS.map(({ jobs, tierUp }) => fits(dir, null, jobs, tierUp).why).find(Boolean)
+      || 'the fork server\'s natives are not this build\'s';
     console.error(`snapshot: ${why}`);
     process.exit(1);
   } else if (what === 'make') {

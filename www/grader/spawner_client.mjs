@@ -36,9 +36,15 @@ class Sandboxed extends EventEmitter {
  * the sandbox's own, made ahead in private folders under `dir` (removed with it),
  * each opened by the coordinator and by the spawner for the child, and unlinked at
  * once (the fds stay). Blocking fds on both sides: see frames.mjs.
- * Returns { ready, start(cmd, args, uid) -> { child, fdIn, fdOut }, cpuMs(), close() }.
+ * Returns { ready, start(cmd, args, uid) -> { child, fdIn, fdOut }, pair() -> [down, up]
+ * (a fresh FIFO pair's paths, for a fork server), pipesDir, cpuMs(), close() }.
  */
 export function spawnerOf(dir) {
+  // Every FIFO pair in a folder of its own: a fork server's zygote sees this one
+  // alone (fork_server.mjs), never the pool's other files. Each batch's folder may
+  // be crossed (not read) by a zygote's uid, which opens only pairs made its own.
+  const pipesDir = path.join(dir, 'pipes');
+  fs.mkdirSync(pipesDir, { mode: 0o711 });
   let proc = null;
   let closing = false;
   let nextId = 1;
@@ -96,7 +102,8 @@ export function spawnerOf(dir) {
 
   function refill() {
     if (refilling) return refilling;
-    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
+    const batch = fs.mkdtempSync(path.join(pipesDir, 'batch-'));
+    fs.chmodSync(batch, 0o711);
     const pairs = Array.from({ length: FIFO_BATCH }, (_, i) => [`${i}-down`, `${i}-up`]);
     const id = nextId++;
     refilling = new Promise((resolve) => {
@@ -114,7 +121,8 @@ export function spawnerOf(dir) {
   function pair() {
     if (stock.length <= FIFO_BATCH / 2) refill();
     if (stock.length) return stock.shift();
-    const batch = fs.mkdtempSync(path.join(dir, 'pipes-'));
+    const batch = fs.mkdtempSync(path.join(pipesDir, 'batch-'));
+    fs.chmodSync(batch, 0o711);
     const fifos = [path.join(batch, 'down'), path.join(batch, 'up')];
     const r = spawnSync('mkfifo', ['-m', '600', ...fifos]);
     if (r.status !== 0) throw new Error(`mkfifo failed: ${String(r.stderr || r.error)}`);
@@ -151,6 +159,8 @@ export function spawnerOf(dir) {
   return {
     ready: refill(),
     start,
+    pair,
+    pipesDir,
     /** The spawner's own CPU so far, in ms (not its children's). */
     cpuMs: () => (proc ? cpuMsOf(proc.pid) : 0),
     close() {

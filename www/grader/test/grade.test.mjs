@@ -578,7 +578,8 @@ test('no signal leaves a sandbox: a process of another sandbox\'s uid outside, a
 });
 
 test('the spawner killed: its sandboxes go with it, the pool starts another and grades on', LIMIT, async () => {
-  const pool = createGradingPool({ jobs: 1 });
+  // Spawned sandboxes only (fork.test.mjs kills the spawner of a fork server).
+  const pool = createGradingPool({ jobs: 1, fork: false });
   try {
     await pool.ready;
     const first = spawnerPid();

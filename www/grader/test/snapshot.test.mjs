@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createGradingPool } from '../pool.mjs';
-import { codeCacheName, complete, fits, FLAVOURS, KEY_FILE, SNAPSHOT_DIR, snapshotFiles, snapshotKey } from '../snapshot.mjs';
+import { codeCacheName, complete, fits, FLAVOURS, KEY_FILE, nativesFit, SNAPSHOT_DIR, snapshotFiles, snapshotKey } from '../snapshot.mjs';
+import { NATIVES } from '../fork_server.mjs';
 import { loadGrader } from '../../host/node_host.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 
@@ -22,7 +23,10 @@ test('the build\'s snapshot is its grader\'s: every file there, read-only, its k
   assert.ok(complete(SNAPSHOT_DIR), `${SNAPSHOT_DIR} is not this build's: ./lab build makes it`);
   const key = JSON.parse(fs.readFileSync(path.join(SNAPSHOT_DIR, KEY_FILE), 'utf8'));
   assert.equal(key.snapshot, snapshotKey());
-  const names = [...snapshotFiles(), ...FLAVOURS.map(({ jobs, tierUp }) => codeCacheName(jobs, tierUp)), KEY_FILE];
+  // The fork server's natives too, unless this machine could not make them (key.natives null).
+  const natives = key.natives === null ? [] : Object.values(NATIVES);
+  if (key.natives !== null) assert.ok(nativesFit(SNAPSHOT_DIR), 'the natives are this build\'s');
+  const names = [...snapshotFiles(), ...FLAVOURS.map(({ jobs, tierUp }) => codeCacheName(jobs, tierUp)), ...natives, KEY_FILE];
   assert.deepEqual(fs.readdirSync(SNAPSHOT_DIR).sort(), names.sort());
   for (const name of names) assert.equal(fs.statSync(path.join(SNAPSHOT_DIR, name)).mode & 0o222, 0, `${name} is writable`);
 });
