@@ -2,7 +2,7 @@
 // sandbox's program, restored once (the zygote: sandbox.mjs --zygote), forks a fresh
 // sandbox per submission instead of a new Node starting and restoring Pyodide. A
 // spawned sandbox's start is most of what a lab-1 file costs (about 250 ms of CPU to
-// `loaded`); a forked one's is a few ms (bench/fork_start.mjs measures both).
+// `loaded`); a forked one's is a few ms (bench/cli.mjs prints it per submission).
 //
 // Every submission still gets a process of its own, used once and killed, with
 // nothing of another submission in it: the zygote never runs learner code, and each
@@ -25,8 +25,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { encodeFrame, FRAME_CAP_BYTES } from './frames.mjs';
 import { RLIMITS } from './jail.mjs';
-import { descendants } from './procfs.mjs';
-import { closeFd } from './spawner_client.mjs';
+import { childrenOf, cpuMsOf, descendants, startTimeOf } from './procfs.mjs';
+import { closeFd, openEnds } from './spawner_client.mjs';
 
 /** How long a zygote may take to say `ready` (a sandbox's BOOT_LIMIT_S, in ms). */
 export const ZYGOTE_BOOT_LIMIT_MS = 30_000;
@@ -37,31 +37,13 @@ const EXIT_POLL_MS = 50;
 
 /** The host's pid of `nsPid`, a child of `parent` in its PID namespace; null when none. */
 function hostPidOf(parent, nsPid) {
-  let kids;
-  try {
-    kids = fs.readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return null;
-  }
-  for (const pid of kids) {
+  for (const pid of childrenOf(parent)) {
     try {
       const m = /^NSpid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
       if (m && Number(m[1].trim().split(/\s+/).pop()) === nsPid) return pid;
     } catch { /* gone */ }
   }
   return null;
-}
-
-/** A process's start time (clock ticks since boot), null when gone or dead: two
- *  processes that held one pid in turn differ there. */
-function startTimeOf(pid) {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return rest[0] === 'Z' || rest[0] === 'X' ? null : rest[19];
-  } catch {
-    return null;
-  }
 }
 
 /** The zygote's own node process: the one running --zygote under what the spawner started. */
@@ -72,8 +54,8 @@ function zygoteNode(rootPid) {
     try {
       const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       if (argv[0] === process.execPath && argv.includes('--zygote')) return pid;
-      queue.push(...fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
     } catch { /* gone */ }
+    queue.push(...childrenOf(pid));
   }
   return null;
 }
@@ -191,22 +173,16 @@ export function forkServerOf({ spawner, command, block = null, onDown = () => {}
   function start(uid) {
     if (!up) throw new Error(`the fork server is down: ${why}`);
     const [downFifo, upFifo] = spawner.pair();
-    const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
     const child = new Forked();
-    let fdOutChild; let fdInChild; let hold;
+    const ends = openEnds(downFifo, upFifo);
+    const { fdIn: fdInChild, fdOut: fdOutChild, hold } = ends;
     try {
-      const tmp = fs.openSync(downFifo, O_RDWR);
-      fdOutChild = fs.openSync(downFifo, O_WRONLY);
-      fs.closeSync(tmp);
-      hold = fs.openSync(upFifo, O_RDWR);
-      fdInChild = fs.openSync(upFifo, O_RDONLY);
       // The zygote opens the child's ends as itself.
       if (block !== null) for (const f of [downFifo, upFifo]) fs.chownSync(f, block.root, block.root);
       const inner = innerUid(block, uid);
       fs.writeSync(fdOut, encodeFrame({ t: 'fork', uid: inner, down: downFifo, up: upFifo, cpu_s: RLIMITS.cpu }));
     } catch (e) {
-      for (const fd of [fdInChild, fdOutChild, hold]) if (fd !== undefined) closeFd(fd);
-      for (const f of [downFifo, upFifo]) fs.rmSync(f, { force: true });
+      ends.discard();
       throw e;
     }
     pending.push((m) => {
@@ -237,15 +213,7 @@ export function forkServerOf({ spawner, command, block = null, onDown = () => {}
     get why() { return why; },
     start,
     /** The zygote's CPU so far, in ms (its start is the pool's, not a submission's). */
-    cpuMs: () => {
-      try {
-        const f = fs.readFileSync(`/proc/${node}/stat`, 'utf8');
-        const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-        return (Number(rest[11]) + Number(rest[12])) * 10;
-      } catch {
-        return 0;
-      }
-    },
+    cpuMs: () => (node === null ? 0 : cpuMsOf(node)),
     zygote,
     /** Ends the zygote the way it ends itself (its pipes closed: it exits, and its
      *  jail unwinds and reaps, the last of it by nsrun, a subreaper), so that no

@@ -42,15 +42,32 @@ export function isZombie(pid) {
   }
 }
 
+/** The children of `pid` (of its main thread), or none when it is gone. */
+export function childrenOf(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 /** Every process under `pid`, deepest first. */
 export function descendants(pid) {
   let out = [];
-  try {
-    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      out = out.concat(descendants(Number(child)), [Number(child)]);
-    }
-  } catch { /* gone */ }
+  for (const child of childrenOf(pid)) out = out.concat(descendants(child), [child]);
   return out;
+}
+
+/** A process's start time (clock ticks since boot), null when gone or dead (a
+ *  zombie): two processes that held one pid in turn differ there. */
+export function startTimeOf(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return rest[0] === 'Z' || rest[0] === 'X' ? null : rest[19];
+  } catch {
+    return null;
+  }
 }
 
 /** `pid` and every process under it. */

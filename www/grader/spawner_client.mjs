@@ -17,6 +17,37 @@ export const closeFd = (fd) => { try { fs.closeSync(fd); } catch { /* closed */ 
 // FIFO pairs the spawner makes ahead, this many at a time: each mkfifo is a process.
 const FIFO_BATCH = 8;
 
+/**
+ * The coordinator's ends of a FIFO pair, `down` to write and `up` to read (a
+ * spawned sandbox's, or a forked one's: fork_server.mjs), opened without waiting for
+ * the child, plus `hold`: a writer of `up` until the child has its own end, so that
+ * a read of fdIn waits for the child instead of seeing the end of the pipe (closed
+ * once the child has it). `discard()` closes all three and removes the pair. On
+ * failure what was opened is closed, the pair removed, and the error thrown.
+ */
+export function openEnds(down, up) {
+  const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
+  const fds = [];
+  const discard = () => {
+    fds.forEach(closeFd);
+    fs.rmSync(down, { force: true });
+    fs.rmSync(up, { force: true });
+  };
+  try {
+    // A FIFO's write end opens at once while a reader exists: a temporary one.
+    const tmp = fs.openSync(down, O_RDWR);
+    fds.push(fs.openSync(down, O_WRONLY));
+    fs.closeSync(tmp);
+    fds.push(fs.openSync(up, O_RDWR));
+    fds.push(fs.openSync(up, O_RDONLY));
+  } catch (e) {
+    discard();
+    throw e;
+  }
+  const [fdOut, hold, fdIn] = fds;
+  return { fdIn, fdOut, hold, discard };
+}
+
 /** A sandbox process as the pool sees it: started by the spawner, known by its pid
  *  once the spawner has told it (a kill asked for before then waits for the pid). */
 class Sandboxed extends EventEmitter {
@@ -131,25 +162,9 @@ export function spawnerOf(dir) {
 
   function start(cmd, args, uid = null) {
     const [down, up] = pair();
-    const { O_RDWR, O_RDONLY, O_WRONLY } = fs.constants;
     const child = new Sandboxed();
     const id = nextId++;
-    let fdIn; let fdOut; let hold;
-    try {
-      // A FIFO's write end opens at once while a reader exists: a temporary one.
-      const tmp = fs.openSync(down, O_RDWR);
-      fdOut = fs.openSync(down, O_WRONLY);
-      fs.closeSync(tmp);
-      // `hold`, a writer of `up` until the child has its own end, so that a read of
-      // fdIn waits for the child instead of seeing the end of the pipe.
-      hold = fs.openSync(up, O_RDWR);
-      fdIn = fs.openSync(up, O_RDONLY);
-    } catch (e) {
-      for (const fd of [fdIn, fdOut, hold]) if (fd !== undefined) closeFd(fd);
-      fs.rmSync(down, { force: true });
-      fs.rmSync(up, { force: true });
-      throw e;
-    }
+    const { fdIn, fdOut, hold } = openEnds(down, up);
     child.onSpawned = () => { child.onSpawned = null; closeFd(hold); };
     children.set(id, child);
     send({ t: 'spawn', id, cmd, args, down, up, uid });

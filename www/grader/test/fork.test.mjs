@@ -17,6 +17,7 @@ import { SANDBOX_UID_BASE } from '../jail.mjs';
 import { nativesFit, SNAPSHOT_DIR } from '../snapshot.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
 import { descendants } from '../procfs.mjs';
+import { until } from '../queue/test/until.mjs';
 
 noProcessLeftAfterTests();
 
@@ -87,6 +88,21 @@ function zygotesAndChildren() {
   return { zygotes, children };
 }
 
+const WAIT_MS = 30_000;
+const serving = (pool) => until(() => pool.stats.forkServer === '', 'the fork server serves', WAIT_MS, 50);
+
+/** `body(pool)` with a pool of `options` (its fork server serving, unless `fork: false`), closed after. */
+async function withPool(options, body) {
+  const pool = createGradingPool({ onWarning: () => {}, ...options });
+  try {
+    await pool.ready;
+    if (options.fork !== false) await serving(pool);
+    return await body(pool);
+  } finally {
+    await pool.close();
+  }
+}
+
 test('the build made the fork server\'s natives (./lab build), so the tests below run forked sandboxes', () => {
   assert.ok(nativesFit(SNAPSHOT_DIR), 'www/snapshot has no natives of this build: ./lab build makes them (cc)');
 });
@@ -104,11 +120,8 @@ test('innerUid: the pool\'s uids map into the zygote\'s namespace one to one; it
 
 test('a forked sandbox may not fork, signal or stop the zygote, or start a process; the zygote serves on and the reference passes after', LIMIT, async (t) => {
   if (!ROOT) return t.skip(NO_ROOT);
-  const pool = createGradingPool({ jobs: 2, onWarning: () => {} });
-  try {
-    await pool.ready;
-    // The fork server starts beside the first sandboxes; every later one is forked.
-    await until('the fork server serves', () => pool.stats.forkServer === '');
+  // The fork server starts beside the first sandboxes; every later one is forked.
+  await withPool({ jobs: 2 }, async (pool) => {
     const lines = await Promise.all(Array.from({ length: 6 }, () => pool.grade({ source: ATTACKS })));
     // The last line of the message (the error's), not the traceback's source line.
     const observed = (l) => /RuntimeError: observed: (.*)$/m.exec(l.message)?.[1] ?? '';
@@ -129,28 +142,21 @@ test('a forked sandbox may not fork, signal or stop the zygote, or start a proce
     const after = await pool.grade({ source: REFERENCE });
     assert.equal(after.status, 'pass', JSON.stringify(after).slice(0, 500));
     assert.equal(pool.stats.forkServer, '', 'the fork server still serves');
-  } finally {
-    await pool.close();
-  }
+  });
 });
 
 test('from outside: each forked sandbox runs as a uid of its own (under root), with no capabilities and no new privileges, a child of the zygote', LIMIT, async (t) => {
   if (!ROOT) return t.skip(NO_ROOT);
-  const pool = createGradingPool({ jobs: 2, onWarning: () => {} });
-  try {
-    await pool.ready;
-    await until('the fork server serves', () => pool.stats.forkServer === '');
+  await withPool({ jobs: 2 }, async (pool) => {
     // Two submissions that wait (a busy loop of 2 s at import), once the spares are forked.
     await pool.grade({ source: REFERENCE });
     await pool.grade({ source: REFERENCE });
     const busy = 'import time\nt = time.time()\nwhile time.time() - t < 2:\n    pass\n' + REFERENCE;
     const running = Promise.all([pool.grade({ source: busy }), pool.grade({ source: busy })]);
-    let seen = null;
-    await until('two forked sandboxes running under one zygote', () => {
+    const seen = await until(() => {
       const { zygotes, children } = zygotesAndChildren();
-      if (zygotes.length === 1 && children.length >= 2) seen = { zygote: zygotes[0], children };
-      return seen;
-    });
+      return zygotes.length === 1 && children.length >= 2 && { zygote: zygotes[0], children };
+    }, 'two forked sandboxes running under one zygote', WAIT_MS, 50);
     const zygoteUid = Number(field(statusOf(seen.zygote), 'Uid').split(/\s+/)[0]);
     const uids = new Set();
     for (const pid of seen.children) {
@@ -166,42 +172,32 @@ test('from outside: each forked sandbox runs as a uid of its own (under root), w
     assert.equal(uids.size, seen.children.length, 'no two forked sandboxes share a uid');
     const results = await running;
     for (const r of results) assert.equal(r.status, 'pass');
-  } finally {
-    await pool.close();
-  }
+  });
 });
 
 test('a zygote that dies between submissions: the pool spawns sandboxes meanwhile, grades right, and starts another', LIMIT, async (t) => {
   if (!ROOT) return t.skip(NO_ROOT);
-  const pool = createGradingPool({ jobs: 1, onWarning: () => {} });
-  try {
-    await pool.ready;
-    await until('the fork server serves', () => pool.stats.forkServer === '');
+  await withPool({ jobs: 1 }, async (pool) => {
     assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     const { zygotes } = zygotesAndChildren();
     assert.equal(zygotes.length, 1);
     process.kill(zygotes[0], 'SIGKILL');
-    await until('the pool knows its fork server is gone', () => pool.stats.forkServer !== '');
+    await until(() => pool.stats.forkServer !== '', 'the pool knows its fork server is gone', WAIT_MS, 50);
     // The spare forked before the kill died with the zygote and was replaced by a
     // spawned one, which grades the next submission.
     const forked = pool.stats.forked;
     assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
-    await until('another fork server serves', () => pool.stats.forkServer === '');
+    await serving(pool);   // another one
     assert.equal(pool.stats.forkServerRestarts, 1);
     for (let i = 0; i < 3; i++) assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     assert.ok(pool.stats.forked > forked, 'sandboxes are forked again');
     assert.equal(zygotesAndChildren().zygotes.length, 1, 'one zygote, the new one');
-  } finally {
-    await pool.close();
-  }
+  });
 });
 
 test('the spawner killed: the zygote and every sandbox it forked go with it, and the pool grades on', LIMIT, async (t) => {
   if (!ROOT) return t.skip(NO_ROOT);
-  const pool = createGradingPool({ jobs: 1, onWarning: () => {} });
-  try {
-    await pool.ready;
-    await until('the fork server serves', () => pool.stats.forkServer === '');
+  await withPool({ jobs: 1 }, async (pool) => {
     assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     const { zygotes, children } = zygotesAndChildren();
     assert.equal(zygotes.length, 1);
@@ -209,11 +205,9 @@ test('the spawner killed: the zygote and every sandbox it forked go with it, and
     const spawner = descendants(process.pid).find((pid) => cmdline(pid).some((a) => a.endsWith('spawner.mjs')));
     const gone = [...zygotes, ...children];
     process.kill(spawner, 'SIGKILL');
-    await until('the zygote and its child are gone', () => gone.every((pid) => !statusOf(pid) || /^State:\s+Z/m.test(statusOf(pid))));
+    await until(() => gone.every((pid) => !statusOf(pid) || /^State:\s+Z/m.test(statusOf(pid))), 'the zygote and its child are gone', WAIT_MS, 50);
     assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
-  } finally {
-    await pool.close();
-  }
+  });
 });
 
 test('a forked sandbox stopped at the limit ends at once: its thread is not replaced, and the report is a spawned sandbox\'s', LIMIT, async (t) => {
@@ -221,30 +215,15 @@ test('a forked sandbox stopped at the limit ends at once: its thread is not repl
   const loop = fs.readFileSync(new URL('hostile/loop_swallows_interrupt.py', import.meta.url), 'utf8');
   const reports = {};
   for (const fork of [true, false]) {
-    const pool = createGradingPool({ jobs: 1, timeoutS: 3, fork, onWarning: () => {} });
-    try {
-      await pool.ready;
-      if (fork) {
-        await until('the fork server serves', () => pool.stats.forkServer === '');
-        await pool.grade({ source: REFERENCE });   // the spare after it is forked
-      }
+    await withPool({ jobs: 1, timeoutS: 3, fork }, async (pool) => {
+      if (fork) await pool.grade({ source: REFERENCE });   // the spare after it is forked
       const forked = pool.stats.forked;
       reports[fork] = await pool.grade({ source: loop, seed: 1, hidden: { seed: 5, statuses: 'each' } });
       if (fork) assert.equal(pool.stats.forked, forked + 1, 'a forked sandbox graded it (and its spare was forked)');
       assert.equal(pool.stats.threadsHung, 0, 'no grading thread waited past the stop');
-    } finally {
-      await pool.close();
-    }
+    });
   }
   const strip = (l) => ({ ...l, duration_ms: 0 });
   assert.deepEqual(strip(reports.true), strip(reports.false));
   assert.match(reports.true.tests[0].message, /^Step 1 of 1/);
 });
-
-async function until(what, cond, ms = 30_000) {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) assert.fail(`${what}: not within ${ms / 1000} s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -21,6 +21,7 @@ import { jailCommand, killUid, RLIMITS, sandboxUid, SANDBOX_UID_BASE, UIDS_PER_O
 import { createGradeHandler } from '../serve.mjs';
 import { descendants } from '../procfs.mjs';
 import { noProcessLeftAfterTests } from '../fixtures/leftovers.mjs';
+import { until } from '../queue/test/until.mjs';
 
 noProcessLeftAfterTests();
 
@@ -45,13 +46,6 @@ before(async () => {
 after(() => fs.rmSync(TMP, { recursive: true, force: true }));
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, cond, ms = 30_000) {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) assert.fail(`${what}: not within ${ms / 1000} s`);
-    await sleep(50);
-  }
-}
 
 /** The real, effective, saved and filesystem uids of `pid`, or null when gone. */
 function uidsOf(pid) {
@@ -194,11 +188,11 @@ test('one process limit for every sandbox no more: RLIMIT_NPROC\'s worth of proc
   } finally {
     // Its children first, which it reaps (none left to init as zombies), then it.
     killChildren();
-    await until('the hog\'s children gone', () => { killChildren(); return processesOf([uid]).every((p) => p === hog.pid); }, 20_000);
+    await until(() => { killChildren(); return processesOf([uid]).every((p) => p === hog.pid); }, 'the hog\'s children gone', 20_000, 50);
     hog.kill('SIGKILL');
     killUid(uid);
   }
-  await until('the hog gone', () => processesOf([uid]).length === 0, 10_000);
+  await until(() => processesOf([uid]).length === 0, 'the hog gone', 10_000, 50);
 });
 
 test('/proc/PID/mem and environ of another sandbox: a process of one sandbox uid cannot open them, outside any PID namespace', LIMIT, async (t) => {
@@ -235,7 +229,7 @@ test('/proc/PID/mem and environ of another sandbox: a process of one sandbox uid
   const victim = spawn(cmd, args, { stdio: 'ignore', env: { SECRET }, cwd: '/' });
   const pool = createGradingPool({ jobs: 1 });
   try {
-    await until('the victim runs node', () => commandOf(victim.pid).includes('setInterval'), 20_000);
+    await until(() => commandOf(victim.pid).includes('setInterval'), 'the victim runs node', 20_000, 50);
     const probeUid = sandboxUid();
     assert.notEqual(probeUid, victimUid);
     const other = await run(probeUid, victim.pid);
@@ -301,7 +295,7 @@ test('sandboxes that fail to start: the pool retries with backoff, the server an
     note();
     r = await post(url, { lab: 'deliver-once', source: REFERENCE });
     assert.equal(r.status, 200);
-    await until('the pool down', () => pool.unavailable(), 30_000);
+    await until(() => pool.unavailable(), 'the pool down', 30_000, 50);
     assert.ok(pool.stats.startFailures >= 4, `${pool.stats.startFailures} failed starts`);
     // The pool's own answer: a typed error, known by its code.
     await assert.rejects(pool.grade({ source: REFERENCE }), (e) => {
@@ -319,11 +313,11 @@ test('sandboxes that fail to start: the pool retries with backoff, the server an
     assert.ok(Number.isInteger(after) && after >= 1 && after <= 31, `Retry-After: ${r.headers['retry-after']}`);
     assert.deepEqual(r.json, { error: `the grader is temporarily unable to start sandboxes; try again in ${after} s`, retry_after_s: after });
     // Still retrying (with backoff): more starts tried, all failed, still 503.
-    await until('a retry', () => pool.stats.startFailures > failures, 10_000);
+    await until(() => pool.stats.startFailures > failures, 'a retry', 10_000, 50);
     assert.equal((await post(url, { lab: 'deliver-once', source: REFERENCE })).status, 503);
     // The cause gone: within the backoff's cap, the next submission is graded.
     failing = false;
-    await until('the pool up again', () => !pool.unavailable(), 30_000);
+    await until(() => !pool.unavailable(), 'the pool up again', 30_000, 50);
     r = await post(url, { lab: 'deliver-once', source: STARTER });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assert.equal(r.json.status, 'fail');
@@ -349,7 +343,7 @@ test('grading threads whose grader does not load: the slot is down with the type
     const first = await pool.grade({ lab: 'courier', source: courier });
     assert.equal(first.status, 'fail', first.message);
     assert.equal(pool.stats.storeReuses, 0);
-    await until('the pool down', () => pool.unavailable(), 60_000);
+    await until(() => pool.unavailable(), 'the pool down', 60_000, 50);
     assert.equal(pool.stats.threadStartFailures, 4);
     await assert.rejects(pool.grade({ source: REFERENCE }), (e) => {
       assert.equal(e.code, 'ESANDBOXSTART');
@@ -357,9 +351,9 @@ test('grading threads whose grader does not load: the slot is down with the type
       return true;
     });
     // Still retried with backoff while it fails.
-    await until('a retry', () => pool.stats.threadStartFailures > 4, 10_000);
+    await until(() => pool.stats.threadStartFailures > 4, 'a retry', 10_000, 50);
     failing = false;
-    await until('the pool up again', () => !pool.unavailable(), 30_000);
+    await until(() => !pool.unavailable(), 'the pool up again', 30_000, 50);
     assert.equal((await pool.grade({ source: REFERENCE })).status, 'pass');
     assert.equal((await pool.grade({ source: STARTER })).status, 'fail');
   } finally {
